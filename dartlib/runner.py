@@ -1,0 +1,152 @@
+"""Run the numbered notebooks with papermill, one at a time, for one profile.
+
+Executed copies go to ``runs/<profile>/`` (never over the committed notebooks); the kernel is
+``python3`` started in the repository root. ``refresh_notebooks`` re-executes the committed
+notebooks in place with their own (smoke) parameters so that nbval has current references.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import papermill as pm
+from papermill.exceptions import PapermillExecutionError
+from tqdm.auto import tqdm
+
+from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT, runs_dir
+from dartlib.profiles import load_profile
+from dartlib.registry import UnknownNameError, unknown_name_message
+
+KERNEL = "python3"
+
+
+def notebook_paths() -> list[Path]:
+    """The numbered notebooks ``notebooks/NN_*.ipynb`` in order."""
+    return sorted(p for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def resolve_notebooks(names: list[str] | None) -> list[Path]:
+    """Notebooks named by number (``01``), stem (``01_toy_gaussian``), file name or title
+    (``toy_gaussian``); all of them, in order, when ``names`` is empty."""
+    available = notebook_paths()
+    if not names:
+        return available
+    chosen: list[Path] = []
+    for name in names:
+        key = Path(name).name.removesuffix(".ipynb")
+        match = [p for p in available if key in (p.stem, p.stem[:2], p.stem[3:])]
+        if not match:
+            raise UnknownNameError(unknown_name_message("notebook", name, [p.stem for p in available]))
+        chosen.extend(m for m in match if m not in chosen)
+    return sorted(chosen)
+
+
+def notebook_parameters(path: Path) -> dict[str, object]:
+    """Names and default values of a notebook's ``parameters`` cell."""
+    return {name: info["default"] for name, info in pm.inspect_notebook(str(path)).items()}
+
+
+@dataclass
+class NotebookRun:
+    notebook: str
+    seconds: float
+    status: str  # "ok", "failed", "not run"
+    detail: str = ""
+
+
+def _kernel_env() -> None:
+    # Progress bars inside executed notebooks would only add carriage-return noise.
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+
+
+def _execute(path: Path, output: Path, parameters: dict[str, object]) -> None:
+    pm.execute_notebook(
+        str(path),
+        str(output),
+        parameters=parameters,
+        kernel_name=KERNEL,
+        cwd=str(REPO_ROOT),
+        progress_bar=False,
+        log_output=False,
+    )
+
+
+def _failure_detail(err: PapermillExecutionError) -> str:
+    lines = [line for line in err.source.splitlines() if line.strip()]
+    head = lines[0].strip() if lines else ""
+    return f"cell In[{err.exec_count}] `{head[:60]}`: {err.ename}: {err.evalue}"
+
+
+def run_profile(
+    *, profile: str, notebooks: list[str] | None = None, keep_going: bool = False
+) -> list[NotebookRun]:
+    """Execute the chosen notebooks in order with the profile's parameters."""
+    params = load_profile(profile)
+    paths = resolve_notebooks(notebooks)
+    out_dir = runs_dir(profile)
+    _kernel_env()
+    runs: list[NotebookRun] = []
+    failed = False
+    bar = tqdm(paths, desc=f"notebooks ({profile})", unit="nb", disable=False)
+    for path in bar:
+        if failed and not keep_going:
+            runs.append(NotebookRun(path.stem, 0.0, "not run", "an earlier notebook failed"))
+            continue
+        bar.set_postfix_str(path.stem)
+        wanted = notebook_parameters(path)
+        chosen = {k: v for k, v in params.items() if k in wanted}
+        start = time.perf_counter()
+        try:
+            _execute(path, out_dir / path.name, chosen)
+            runs.append(NotebookRun(path.stem, time.perf_counter() - start, "ok"))
+        except PapermillExecutionError as err:
+            failed = True
+            runs.append(NotebookRun(path.stem, time.perf_counter() - start, "failed", _failure_detail(err)))
+    return runs
+
+
+def format_summary(runs: list[NotebookRun]) -> str:
+    width = max([len(r.notebook) for r in runs] + [8])
+    lines = [f"{'notebook':<{width}}  {'seconds':>8}  status"]
+    for r in runs:
+        detail = f"  {r.detail}" if r.detail else ""
+        lines.append(f"{r.notebook:<{width}}  {r.seconds:8.1f}  {r.status}{detail}")
+    return "\n".join(lines)
+
+
+_VOLATILE_CELL_KEYS = ("papermill", "execution")
+
+
+def strip_run_metadata(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop papermill/nbclient timing metadata and empty tag lists; keep outputs and counts
+    (nbval needs the execution counts of its reference cells)."""
+    nb.metadata.pop("papermill", None)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": KERNEL}
+    for cell in nb.cells:
+        for key in _VOLATILE_CELL_KEYS:
+            cell.metadata.pop(key, None)
+        if cell.metadata.get("tags") == []:
+            cell.metadata.pop("tags")
+    return nb
+
+
+def refresh_notebooks(notebooks: list[str] | None = None) -> list[NotebookRun]:
+    """Re-execute committed notebooks in place with their own parameters (the smoke values)."""
+    _kernel_env()
+    runs = []
+    for path in tqdm(resolve_notebooks(notebooks), desc="refresh", unit="nb"):
+        start = time.perf_counter()
+        try:
+            _execute(path, path, {})
+        except PapermillExecutionError as err:
+            runs.append(NotebookRun(path.stem, time.perf_counter() - start, "failed", _failure_detail(err)))
+            continue
+        nb = nbformat.read(path, as_version=4)
+        nbformat.write(strip_run_metadata(nb), path)
+        runs.append(NotebookRun(path.stem, time.perf_counter() - start, "ok"))
+    return runs

@@ -1,0 +1,117 @@
+"""The papermill runner, profiles and the command line."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+
+import nbformat
+import pytest
+import yaml
+
+from dartlib import cli, runner
+from dartlib.paths import PROFILES_DIR
+from dartlib.profiles import load_profile, profile_names
+from dartlib.registry import UnknownNameError
+
+
+def test_profiles_listed_with_smoke_first():
+    names = profile_names()
+    assert names[0] == "smoke"
+    assert {"smoke", "cpu", "paper"} <= set(names)
+    for name in names:
+        assert load_profile(name)["profile"] == name
+
+
+def test_unknown_profile_lists_valid_names():
+    with pytest.raises(UnknownNameError, match="valid names: smoke, cpu, paper"):
+        load_profile("nightly")
+
+
+def test_every_notebook_parameters_cell_holds_the_smoke_values():
+    smoke = yaml.safe_load((PROFILES_DIR / "smoke.yaml").read_text())
+    paths = runner.notebook_paths()
+    assert paths, "no numbered notebooks found"
+    for path in paths:
+        params = runner.notebook_parameters(path)
+        assert params, f"{path.name} has no tagged parameters cell"
+        assert ast.literal_eval(params.get("profile")) == "smoke", path.name
+        for name, default in params.items():
+            assert name in smoke, f"{path.name}: parameter {name} missing from smoke.yaml"
+            assert ast.literal_eval(default) == smoke[name], f"{path.name}: {name}={default} != smoke"
+
+
+def test_every_profile_defines_every_notebook_parameter():
+    wanted = set().union(*(runner.notebook_parameters(p) for p in runner.notebook_paths()))
+    for name in profile_names():
+        missing = wanted - set(load_profile(name))
+        assert not missing, f"profile {name} lacks {sorted(missing)}"
+
+
+def test_resolve_notebooks_by_number_stem_and_title():
+    first = runner.notebook_paths()[0]
+    for key in (first.stem[:2], first.stem, first.name, first.stem[3:]):
+        assert runner.resolve_notebooks([key]) == [first]
+    assert runner.resolve_notebooks(None) == runner.notebook_paths()
+
+
+def test_unknown_notebook_lists_valid_names():
+    with pytest.raises(UnknownNameError, match="01_toy_gaussian"):
+        runner.resolve_notebooks(["42_nothing"])
+
+
+def test_cli_reports_unknown_names(capsys):
+    assert cli.main(["run", "--profile", "nightly"]) == 2
+    assert "valid names: smoke" in capsys.readouterr().err
+    assert cli.main(["run", "--profile", "smoke", "nope"]) == 2
+    assert "unknown notebook 'nope'" in capsys.readouterr().err
+
+
+def _notebook(*sources: str, params: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(params)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell] + [nbformat.v4.new_code_cell(s) for s in sources]
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    return nb
+
+
+def test_run_profile_injects_values_and_names_the_failing_cell(tmp_path, monkeypatch, capsys):
+    nb_dir = tmp_path / "notebooks"
+    (nb_dir / "profiles").mkdir(parents=True)
+    shutil.copy(PROFILES_DIR / "smoke.yaml", nb_dir / "profiles" / "smoke.yaml")
+    (nb_dir / "profiles" / "smoke.yaml").write_text("profile: smoke\nseed: 5\n")
+    params = 'profile = "smoke"\nseed = 0'
+    nbformat.write(_notebook("assert seed == 5, seed", params=params), nb_dir / "01_ok.ipynb")
+    nbformat.write(_notebook("x = 1", "raise ValueError('boom')", params=params), nb_dir / "02_bad.ipynb")
+    nbformat.write(_notebook("x = 1", params=params), nb_dir / "03_after.ipynb")
+    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", nb_dir)
+    monkeypatch.setattr("dartlib.profiles.PROFILES_DIR", nb_dir / "profiles")
+    monkeypatch.setattr(runner, "runs_dir", lambda profile: tmp_path / "runs")
+    (tmp_path / "runs").mkdir()
+
+    runs = runner.run_profile(profile="smoke")
+    assert [r.status for r in runs] == ["ok", "failed", "not run"]
+    assert "ValueError: boom" in runs[1].detail and "raise ValueError('boom')" in runs[1].detail
+    assert (tmp_path / "runs" / "01_ok.ipynb").is_file()
+    summary = runner.format_summary(runs)
+    assert "02_bad" in summary and "failed" in summary
+
+    assert cli.main(["run", "--profile", "smoke", "--keep-going"]) == 1
+    err = capsys.readouterr().err
+    assert "FAILED: notebook 02_bad, cell In[4] `raise ValueError('boom')`" in err
+
+
+def test_strip_run_metadata_keeps_counts_and_outputs():
+    nb = _notebook("print(1)", params="a = 1")
+    nb.metadata["papermill"] = {"duration": 1.0}
+    nb.cells[1].metadata["papermill"] = {"duration": 0.1}
+    nb.cells[1].metadata["execution"] = {"iopub.status.busy": "2026"}
+    nb.cells[1].metadata["tags"] = []
+    nb.cells[1].execution_count = 2
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    out = runner.strip_run_metadata(nb)
+    assert "papermill" not in out.metadata
+    assert out.cells[1].metadata == {}
+    assert out.cells[1].execution_count == 2 and out.cells[1].outputs
+    assert out.cells[0].metadata["tags"] == ["parameters"]

@@ -37,6 +37,47 @@ def _cmd_profiles(_: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_data_status(_: argparse.Namespace) -> int:
+    from dartlib.data.sources import status
+
+    for row in status():
+        mark = "present" if row["present"] else "ABSENT "
+        print(f"{row['dataset']:<13} {mark}  {row['path']}")
+        if not row["present"]:
+            print(f"{'':<13}          how to get it: {row['how to get it']}")
+    return 0
+
+
+def _cmd_data_prepare(args: argparse.Namespace) -> int:
+    from dartlib.data.prepare import prepare_corrupted
+
+    folder = prepare_corrupted(
+        args.dataset,
+        severities=args.severities,
+        corruptions=args.corruptions or _all_corruptions(),
+        seed=args.seed,
+    )
+    print(f"{args.dataset}: written to {folder}")
+    return 0
+
+
+def _all_corruptions() -> tuple[str, ...]:
+    from dartlib.data.corruptions import CORRUPTIONS
+
+    return CORRUPTIONS
+
+
+def _cmd_bench_corruptions(args: argparse.Namespace) -> int:
+    from dartlib.data import load
+    from dartlib.data.corruption_bench import run_benchmark
+
+    images = load(args.dataset, split="test").images[: args.n]
+    table = run_benchmark(images, severity=args.severity)
+    print(f"{len(images)} {args.dataset} test images, severity {args.severity}, one run on this machine")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dartlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -53,6 +94,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     profiles = sub.add_parser("profiles", help="list the profiles and their parameters")
     profiles.set_defaults(func=_cmd_profiles)
+
+    data = sub.add_parser("data", help="datasets: status and local generation").add_subparsers(dest="data", required=True)
+    data.add_parser("status", help="which datasets are present, where, and how to get the others").set_defaults(
+        func=_cmd_data_status
+    )
+    prepare = data.add_parser("prepare", help="generate a corrupted test set in the CIFAR-C layout")
+    prepare.add_argument("dataset", choices=["cifar10c", "cifar100c", "fmnistc"])
+    prepare.add_argument("--severities", type=int, nargs="+", default=[5], help="default: 5 (the paper's)")
+    prepare.add_argument("--corruptions", nargs="+", help="default: all 15")
+    prepare.add_argument("--seed", type=int, default=0)
+    prepare.set_defaults(func=_cmd_data_prepare)
+
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
+    corr = bench.add_parser("corruptions", help="our corruption generator vs imagecorruptions, images/second")
+    corr.add_argument("--dataset", default="cifar10")
+    corr.add_argument("--n", type=int, default=1000)
+    corr.add_argument("--severity", type=int, default=5)
+    corr.set_defaults(func=_cmd_bench_corruptions)
     return parser
 
 
@@ -63,3 +122,6 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownNameError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except FileNotFoundError as err:  # DataMissingError says what is missing and how to get it
+        print(f"error: {err}", file=sys.stderr)
+        return 3

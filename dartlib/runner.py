@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import papermill as pm
 from papermill.exceptions import PapermillExecutionError
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT, runs_dir
 from dartlib.profiles import load_profile

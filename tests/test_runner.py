@@ -41,6 +41,19 @@ def test_every_notebook_parameters_cell_holds_the_smoke_values():
             assert ast.literal_eval(default) == smoke[name], f"{path.name}: {name}={default} != smoke"
 
 
+def test_papermill_sees_every_name_of_every_parameters_cell():
+    """papermill silently drops lines it cannot parse; a dropped name would never get a profile's value."""
+    for path in runner.notebook_paths():
+        nb = nbformat.read(path, as_version=4)
+        cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+        assigned = {
+            node.target.id if isinstance(node, ast.AnnAssign) else node.targets[0].id
+            for node in ast.parse(cell.source).body
+            if isinstance(node, (ast.Assign, ast.AnnAssign))
+        }
+        assert assigned == set(runner.notebook_parameters(path)), path.name
+
+
 def test_every_profile_defines_every_notebook_parameter():
     wanted = set().union(*(runner.notebook_parameters(p) for p in runner.notebook_paths()))
     for name in profile_names():

@@ -1,0 +1,197 @@
+"""DART: label distribution shift-aware prediction refinement (Sections 3-4, Appendices A-B).
+
+A refinement module g_phi maps two statistics of a batch, computed from the frozen BN-adapted
+source model f_theta0_bar, to an affine map of the logits:
+
+    p_bar = mean softmax,  d = mean CE(u, softmax)  (u uniform)          (Section 2)
+    W, b = g_phi(p_bar, d);  refined logits = f(x) W + b                 (Section 3)
+
+g_phi is trained once per source classifier at an "intermediate time" on the labelled training
+data: Dirichlet-sampled (class-imbalanced) batches drive L_imb (Eq. 1), i.i.d. batches drive the
+identity regulariser L_bal (Eq. 2), L = L_imb + alpha * L_bal (Eq. 3).
+
+Parameterisation (our choice; the paper does not say): the MLP's output layer starts at zero and
+its output is read as a *residual* around the identity, W = I + dW, b = db, so an untrained
+module leaves predictions unchanged and L_bal pulls towards the starting point. ``direct``
+reads W itself from the output (default PyTorch initialisation), for comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+OUTPUTS = ("wb", "w", "b")
+INPUTS = ("pbar-d", "pbar")
+PARAMETERISATIONS = ("residual", "direct")
+
+
+def batch_statistics(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(p_bar, d) of a batch of logits: the mean softmax (K,) and the prediction deviation,
+    the batch mean of CE(u, softmax(l)) = -(1/K) sum_k log softmax(l)_k (a scalar)."""
+    log_p = F.log_softmax(logits, dim=1)
+    return log_p.exp().mean(0), -log_p.mean(1).mean(0)
+
+
+def refine(logits: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """f(x) W + b for every row of ``logits``."""
+    return logits @ w + b
+
+
+def norm_preserving(refined: torch.Tensor, original: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Rescale each refined logit vector to the L2 norm of the unrefined one (Appendix A,
+    "Details about test-time adaptation"), for entropy-based losses."""
+    scale = original.norm(dim=1, keepdim=True) / refined.norm(dim=1, keepdim=True).clamp_min(eps)
+    return refined * scale
+
+
+class RefinementModule(nn.Module):
+    """g_phi: a 2-layer MLP (hidden 1000, ReLU) from [p_bar, d] to (W, b)."""
+
+    def __init__(self, num_classes: int, *, hidden: int = 1000, inputs: str = "pbar-d", outputs: str = "wb",
+                 parameterisation: str = "residual", diagonal_only: bool = False) -> None:
+        super().__init__()
+        for value, valid, what in ((inputs, INPUTS, "inputs"), (outputs, OUTPUTS, "outputs"),
+                                   (parameterisation, PARAMETERISATIONS, "parameterisation")):
+            if value not in valid:
+                raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(valid)}")
+        self.k, self.inputs, self.outputs = num_classes, inputs, outputs
+        self.parameterisation, self.diagonal_only = parameterisation, diagonal_only
+        n_in = num_classes + (1 if inputs == "pbar-d" else 0)
+        n_w = (num_classes if diagonal_only else num_classes * num_classes) if "w" in outputs else 0
+        n_b = num_classes if "b" in outputs else 0
+        self.n_w, self.n_b = n_w, n_b
+        self.net = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, n_w + n_b))
+        if parameterisation == "residual":
+            nn.init.zeros_(self.net[2].weight)
+            nn.init.zeros_(self.net[2].bias)
+
+    def forward(self, p_bar: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """p_bar (..., K), d (...) -> W (..., K, K), b (..., K)."""
+        x = torch.cat([p_bar, d[..., None]], dim=-1) if self.inputs == "pbar-d" else p_bar
+        out = self.net(x)
+        lead = out.shape[:-1]
+        eye = torch.eye(self.k, device=out.device, dtype=out.dtype)
+        if self.n_w == 0:
+            w = eye.expand(*lead, self.k, self.k)
+        elif self.diagonal_only:
+            diag = out[..., : self.n_w]
+            w = torch.diag_embed(diag + 1.0 if self.parameterisation == "residual" else diag)
+        else:
+            w = out[..., : self.n_w].reshape(*lead, self.k, self.k)
+            if self.parameterisation == "residual":
+                w = w + eye
+        b = out[..., self.n_w :] if self.n_b else torch.zeros(*lead, self.k, device=out.device, dtype=out.dtype)
+        return w, b
+
+
+class SeverityDetector(nn.Module):
+    """DART-split's g_phi1: one linear unit on d; s = sigmoid(g(d)) (Appendix B)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(1, 1)
+
+    def forward(self, d: torch.Tensor) -> torch.Tensor:
+        return self.linear(d[..., None]).squeeze(-1)  # logit of s
+
+
+@dataclass(frozen=True)
+class DartConfig:
+    """Intermediate-time settings (Appendix A); the defaults are the paper's CIFAR-10 values."""
+
+    variant: str = "dart"  # "dart" or "dart-split"
+    alpha: float = 0.1
+    delta: float = 10.0
+    n_dir: int = 250
+    batch_size: int = 64
+    hidden: int = 1000
+    epochs: int = 50
+    lr: float = 1e-3
+    inputs: str = "pbar-d"
+    outputs: str = "wb"
+    parameterisation: str = "residual"
+    diagonal_only: bool = False
+    sampling: str = "dirichlet"  # or "unif-lt": uniform, LT rho=20 and inverse LT rho=20 batches
+    per_class: int | None = None  # size of the class-balanced D_int per class (None: all)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.variant not in ("dart", "dart-split"):
+            raise ValueError(f"unknown variant {self.variant!r}; valid: dart, dart-split")
+        if self.sampling not in ("dirichlet", "unif-lt"):
+            raise ValueError(f"unknown sampling {self.sampling!r}; valid: dirichlet, unif-lt")
+
+
+@dataclass
+class Refiner:
+    """A trained DART (or DART-split) refiner, applied at test time.
+
+    ``temperature``: a fixed multiplier of the logits of test batches (Appendix A: 2 on
+    OfficeHome, 1.1 on CIFAR-100); ``adaptive_temperature``: the running-average T of
+    Appendix B (ImageNet-C), computed from the source statistics in ``train_logit_stats``.
+    """
+
+    module: RefinementModule
+    config: DartConfig
+    detector: SeverityDetector | None = None
+    temperature: float = 1.0
+    adaptive_temperature: bool = False
+    train_logit_stats: dict | None = None
+    _temperatures: list[float] = field(default_factory=list, repr=False)
+
+    def reset(self) -> None:
+        self._temperatures.clear()
+
+    def _scale(self, source_logits: torch.Tensor) -> float:
+        if not self.adaptive_temperature:
+            return self.temperature
+        self._temperatures.append(adaptive_temperature(source_logits, self.train_logit_stats))
+        return 1.0 / float(np.mean(self._temperatures))
+
+    @torch.no_grad()
+    def transform(self, source_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(W_B, b_B) for a test batch from the logits of f_theta0_bar on it, or None when
+        DART-split's detector judges the shift not severe (s_B <= 0.5)."""
+        scaled = source_logits * self._scale(source_logits)
+        p_bar, d = batch_statistics(scaled)
+        if self.detector is not None and torch.sigmoid(self.detector(d)) <= 0.5:
+            return None
+        return self.module(p_bar, d)
+
+    def __call__(self, logits: torch.Tensor, source_logits: torch.Tensor) -> torch.Tensor:
+        """Refined logits of ``logits`` (from the model being adapted) for this batch."""
+        wb = self.transform(source_logits)
+        if wb is None:
+            return logits
+        return refine(logits * self._last_scale(), *wb)
+
+    def _last_scale(self) -> float:
+        if not self.adaptive_temperature:
+            return self.temperature
+        return 1.0 / float(np.mean(self._temperatures))
+
+
+def adaptive_temperature(source_logits: torch.Tensor, train_stats: dict | None) -> float:
+    """T of Appendix B (Eq. smax_8) for one batch, from the mean max-logit and logit sum of the
+    pre-trained classifier on training data (``train_stats``) and on the batch."""
+    if train_stats is None:
+        raise ValueError("adaptive temperature needs train_logit_stats (mean max logit and mean logit sum)")
+    k = source_logits.shape[1]
+    ratio = (1.0 + train_stats["max"]) / (k + train_stats["sum"])
+    te_max = float(source_logits.max(1).values.mean())
+    te_sum = float(source_logits.sum(1).mean())
+    return (te_max - te_sum * ratio) / (k * ratio - 1.0)
+
+
+def config_dict(config: DartConfig) -> dict:
+    return asdict(config)
+
+
+def cosine_lr(base: float, step: int, total: int) -> float:
+    return 0.5 * base * (1.0 + math.cos(math.pi * step / max(1, total)))

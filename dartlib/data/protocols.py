@@ -1,0 +1,214 @@
+"""Label-shift protocols as seeded index arrays over a labelled set (Section 2, Appendix A).
+
+Every function takes the labels of a dataset and returns int64 indices into it; the same
+arguments and seed give the same indices. :func:`cached` stores the arrays on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from dartlib.paths import data_root
+from dartlib.registry import Registry
+
+
+def _classes(labels: np.ndarray) -> tuple[np.ndarray, int]:
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size == 0:
+        raise ValueError("labels must be a non-empty 1-d array")
+    return labels, int(labels.max()) + 1
+
+
+def _class_pools(labels: np.ndarray, k: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """The indices of each class, each in its own random order."""
+    return [rng.permutation(np.flatnonzero(labels == c)) for c in range(k)]
+
+
+def long_tailed_counts(k: int, *, n_max: int, rho: float, inverse: bool = False) -> np.ndarray:
+    """n_c = floor(n_max * rho^(-c/(K-1))) (Appendix A); inverse: c -> K-1-c."""
+    if rho < 1:
+        raise ValueError(f"rho must be >= 1, got {rho}")
+    exponent = np.arange(k) / (k - 1)
+    if inverse:
+        exponent = exponent[::-1]
+    # The small epsilon keeps exact products (e.g. 1000 * 10^-1 = 100) from flooring to 99.
+    return np.floor(n_max * float(rho) ** (-exponent) + 1e-9).astype(np.int64)
+
+
+def long_tailed(labels: np.ndarray, *, rho: float, inverse: bool = False, seed: int) -> np.ndarray:
+    """CIFAR-10-LT style subset: class c keeps floor(n_max * rho^(-c/(K-1))) samples.
+
+    n_max is the per-class count available (the smallest class count, so every class can
+    supply its share); the result is shuffled.
+    """
+    labels, k = _classes(labels)
+    rng = np.random.default_rng(seed)
+    pools = _class_pools(labels, k, rng)
+    n_max = min(len(p) for p in pools)
+    counts = long_tailed_counts(k, n_max=n_max, rho=rho, inverse=inverse)
+    chosen = np.concatenate([pool[:n] for pool, n in zip(pools, counts)])
+    return rng.permutation(chosen).astype(np.int64)
+
+
+def apportion(probs: np.ndarray, total: int, rng: np.random.Generator) -> np.ndarray:
+    """Integer counts summing to ``total`` closest to ``probs * total`` (largest remainder;
+    ties between equal remainders broken at random)."""
+    exact = np.asarray(probs, dtype=float) * total
+    counts = np.floor(exact + 1e-9).astype(np.int64)
+    remainder = exact - counts
+    short = total - int(counts.sum())
+    if short > 0:
+        order = np.lexsort((rng.random(len(exact)), -np.round(remainder, 12)))
+        counts[order[:short]] += 1
+    return counts
+
+
+def online_imbalance_probs(k: int, *, ir: float) -> tuple[float, float]:
+    """(p_max, p_min) = (IR / (IR + K - 1), 1 / (IR + K - 1)) (Section 2)."""
+    if ir < 1:
+        raise ValueError(f"ir must be >= 1, got {ir}")
+    return ir / (ir + k - 1), 1.0 / (ir + k - 1)
+
+
+def online_imbalance(labels: np.ndarray, *, ir: float, subset_size: int, seed: int) -> np.ndarray:
+    """CIFAR-10C-imb style stream: K subsets of ``subset_size`` samples in shuffled order.
+
+    Subset k has majority class k (probability p_max) and every other class at p_min; its
+    class counts are the largest-remainder rounding of those probabilities, and its samples
+    are shuffled. Samples are drawn without replacement while a class pool lasts; a class
+    that runs out starts a fresh random pass over its samples.
+    """
+    labels, k = _classes(labels)
+    rng = np.random.default_rng(seed)
+    p_max, p_min = online_imbalance_probs(k, ir=ir)
+    pools = _class_pools(labels, k, rng)
+    cursor = [0] * k
+
+    def take(c: int, n: int) -> np.ndarray:
+        out = []
+        while n > 0:
+            if cursor[c] == len(pools[c]):
+                pools[c], cursor[c] = rng.permutation(pools[c]), 0
+            step = min(n, len(pools[c]) - cursor[c])
+            out.append(pools[c][cursor[c] : cursor[c] + step])
+            cursor[c] += step
+            n -= step
+        return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+    subsets = []
+    for major in rng.permutation(k):
+        probs = np.full(k, p_min)
+        probs[major] = p_max
+        counts = apportion(probs, subset_size, rng)
+        subset = np.concatenate([take(c, int(n)) for c, n in enumerate(counts)])
+        subsets.append(rng.permutation(subset))
+    return np.concatenate(subsets).astype(np.int64)
+
+
+def dirichlet_stream(
+    labels: np.ndarray, *, delta: float, n_chunks: int, seed: int, min_chunk: int = 10, max_tries: int = 10000
+) -> np.ndarray:
+    """NOTE's non-i.i.d. Dirichlet ordering of all indices (used for DART's intermediate batches).
+
+    For each class, shuffle its indices and split them over ``n_chunks`` chunks with
+    proportions ~ Dir(delta * 1), giving no more to chunks that already hold N / n_chunks
+    samples; redo the pass until every chunk holds at least ``min_chunk`` samples. The stream
+    is then the chunks in order, each with its classes in random order as contiguous blocks.
+    Small delta or few chunks give batches dominated by few classes; large values approach
+    i.i.d. Returns a permutation of ``arange(len(labels))``.
+    """
+    labels, k = _classes(labels)
+    n = labels.size
+    rng = np.random.default_rng(seed)
+    cap = n / n_chunks
+    for _ in range(max_tries):
+        chunks: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(n_chunks)]
+        sizes = np.zeros(n_chunks)
+        for c in range(k):
+            idx = rng.permutation(np.flatnonzero(labels == c))
+            props = rng.dirichlet(np.full(n_chunks, delta))
+            props = props * (sizes < cap)
+            props = props / props.sum() if props.sum() > 0 else np.full(n_chunks, 1.0 / n_chunks)
+            cuts = (np.cumsum(props) * len(idx)).astype(np.int64)[:-1]
+            for j, part in enumerate(np.split(idx, cuts)):
+                chunks[j][c] = part.tolist()
+                sizes[j] += len(part)
+        if sizes.min() >= min_chunk:
+            break
+    else:
+        raise RuntimeError(f"no Dirichlet split with every chunk >= {min_chunk} samples after {max_tries} tries")
+    order: list[int] = []
+    for chunk in chunks:
+        for c in rng.permutation(k):
+            order.extend(chunk[c])
+    return np.asarray(order, dtype=np.int64)
+
+
+def class_balanced(labels: np.ndarray, *, per_class: int | None = None, seed: int) -> np.ndarray:
+    """``per_class`` random samples of every class (default: the smallest class count), shuffled.
+
+    This is the intermediate dataset D_int of Section 3.
+    """
+    labels, k = _classes(labels)
+    rng = np.random.default_rng(seed)
+    pools = _class_pools(labels, k, rng)
+    available = min(len(p) for p in pools)
+    n = available if per_class is None else per_class
+    if n > available:
+        raise ValueError(f"per_class={n} exceeds the smallest class count {available}")
+    return rng.permutation(np.concatenate([p[:n] for p in pools])).astype(np.int64)
+
+
+def iid_order(labels: np.ndarray, *, seed: int) -> np.ndarray:
+    """A uniformly random order of all indices (i.i.d. batches are its consecutive slices)."""
+    labels, _ = _classes(labels)
+    return np.random.default_rng(seed).permutation(labels.size).astype(np.int64)
+
+
+def batches(order: np.ndarray, *, batch_size: int, drop_last: bool = False) -> list[np.ndarray]:
+    """Consecutive slices of ``order`` of ``batch_size``."""
+    stop = len(order) - (len(order) % batch_size if drop_last else 0)
+    return [order[i : min(i + batch_size, stop)] for i in range(0, stop, batch_size)]
+
+
+PROTOCOLS: Registry[Callable[..., np.ndarray]] = Registry(
+    "protocol",
+    {
+        "lt": long_tailed,
+        "lt-inverse": lambda labels, **kw: long_tailed(labels, inverse=True, **kw),
+        "online-imb": online_imbalance,
+        "dirichlet": dirichlet_stream,
+        "class-balanced": class_balanced,
+        "iid": iid_order,
+    },
+)
+
+
+def cached(protocol: str, labels: np.ndarray, *, cache_dir: Path | None = None, **params) -> np.ndarray:
+    """``PROTOCOLS[protocol](labels, **params)``, stored under ``<data root>/cache/protocols/``.
+
+    The file name hashes the protocol, its parameters and the labels, so a changed input
+    never reads a stale file.
+    """
+    fn = PROTOCOLS[protocol]
+    labels = np.asarray(labels)
+    key = hashlib.sha256(
+        json.dumps({"protocol": protocol, **params}, sort_keys=True, default=str).encode()
+        + labels.astype("<i8").tobytes()
+    ).hexdigest()[:16]
+    folder = cache_dir or data_root() / "cache" / "protocols"
+    path = folder / f"{protocol}-{key}.npy"
+    if path.is_file():
+        return np.load(path)
+    indices = fn(labels, **params)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+    np.save(tmp, indices)
+    os.replace(tmp, path)
+    return indices

@@ -1,0 +1,431 @@
+"""Dataset sources: every dataset the paper uses, read from its standard on-disk layout.
+
+``load(name, split=...)`` returns a :class:`Dataset` with uint8 NHWC images, int64 labels and
+the class names. Where a dataset is absent, :class:`DataMissingError` names the dataset, the
+exact path expected and how to obtain it; nothing is ever substituted silently.
+
+Locations (each can be overridden by an environment variable):
+
+==============  ==========================================  ====================
+dataset         default location (under the data root)      variable
+==============  ==========================================  ====================
+fmnist          /usr/share/datasets/fashion-mnist (Debian)  DART_FMNIST_DIR
+cifar10         cifar10/ image folder or torchvision files  DART_CIFAR10_DIR
+cifar100        cifar100/ image folder or torchvision files DART_CIFAR100_DIR
+cifar10c        CIFAR-10-C/                                 DART_CIFAR10C_DIR
+cifar100c       CIFAR-100-C/                                DART_CIFAR100C_DIR
+fmnistc         FMNIST-C/ (generated)                       DART_FMNISTC_DIR
+cifar10.1       CIFAR-10.1/                                 DART_CIFAR101_DIR
+pacs            PACS/<domain>/<class>/                      DART_PACS_DIR
+officehome      OfficeHome/<domain>/<class>/                DART_OFFICEHOME_DIR
+domainnet126    DomainNet126/<domain>/<class>/              DART_DOMAINNET126_DIR
+imagenet-c      ImageNet-C/<corruption>/<severity>/<wnid>/  DART_IMAGENETC_DIR
+==============  ==========================================  ====================
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dartlib.paths import data_root
+from dartlib.registry import Registry
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+FMNIST_DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+FMNIST_CLASSES = (
+    "t-shirt/top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle boot",
+)
+
+
+class DataMissingError(FileNotFoundError):
+    """A dataset is not where the suite looks for it; the message says where and how to get it."""
+
+    def __init__(self, dataset: str, path: Path | str, remedy: str) -> None:
+        self.dataset, self.path, self.remedy = dataset, Path(path), remedy
+        super().__init__(f"dataset {dataset!r} not found: expected {path}. To obtain it: {remedy}")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Images (uint8, N x H x W x 3), labels (int64) and class names of one split."""
+
+    name: str
+    split: str
+    images: np.ndarray
+    labels: np.ndarray
+    classes: tuple[str, ...]
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.images.dtype != np.uint8 or self.images.ndim != 4 or self.images.shape[-1] != 3:
+            raise ValueError(f"{self.name}: images must be uint8 NHWC RGB, got {self.images.dtype} {self.images.shape}")
+        if self.labels.shape != (self.images.shape[0],):
+            raise ValueError(f"{self.name}: {self.labels.shape[0]} labels for {self.images.shape[0]} images")
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def digest(self) -> str:
+        """sha256 over images and labels: identifies the exact data a model saw."""
+        h = hashlib.sha256()
+        h.update(np.ascontiguousarray(self.images).data)
+        h.update(self.labels.astype("<i8").tobytes())
+        return h.hexdigest()
+
+
+def location(variable: str, default: Path) -> Path:
+    """``$variable`` when set, else ``default``."""
+    value = os.environ.get(variable)
+    return Path(value).expanduser() if value else default
+
+
+# --------------------------------------------------------------------------- Fashion-MNIST
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    with gzip.open(path, "rb") as fh:
+        raw = fh.read()
+    ndim = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def to_rgb32(gray: np.ndarray) -> np.ndarray:
+    """28x28 grey images -> 32x32x3: zero-pad 2 pixels per side and replicate the channel."""
+    padded = np.pad(gray, ((0, 0), (2, 2), (2, 2)))
+    return np.repeat(padded[..., None], 3, axis=-1)
+
+
+def load_fmnist(*, split: str = "test") -> Dataset:
+    """Fashion-MNIST from Debian's ``dataset-fashion-mnist`` files, else torchvision's files."""
+    prefix = {"train": "train", "test": "t10k"}[_check_split(split, ("train", "test"))]
+    folder = location("DART_FMNIST_DIR", FMNIST_DEBIAN_DIR)
+    images_gz = folder / f"{prefix}-images-idx3-ubyte.gz"
+    labels_gz = folder / f"{prefix}-labels-idx1-ubyte.gz"
+    if not images_gz.is_file():
+        tv_dir = data_root() / "FashionMNIST" / "raw"  # torchvision.datasets.FashionMNIST(root=data_root())
+        images_gz, labels_gz = tv_dir / images_gz.name, tv_dir / labels_gz.name
+    if not images_gz.is_file():
+        raise DataMissingError(
+            "fmnist",
+            folder / f"{prefix}-images-idx3-ubyte.gz",
+            "`apt-get install dataset-fashion-mnist` (Debian), or with internet "
+            f"`python -c \"import torchvision; torchvision.datasets.FashionMNIST('{data_root()}', download=True)\"`",
+        )
+    gray, labels = _read_idx(images_gz), _read_idx(labels_gz)
+    return Dataset("fmnist", split, to_rgb32(gray), labels.astype(np.int64), FMNIST_CLASSES, {"source": str(images_gz.parent)})
+
+
+# --------------------------------------------------------------------------- image folders
+
+
+def _check_split(split: str, valid: tuple[str, ...]) -> str:
+    if split not in valid:
+        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(valid)}")
+    return split
+
+
+def _image_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def read_image_folder(root: Path, *, size: int | None = None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Read ``root/<class>/<image>`` (classes in sorted order, files sorted by name).
+
+    ``size``: resize the shorter side to round(size * 256 / 224) and centre-crop ``size``
+    (the usual ImageNet-style evaluation transform); None keeps images as they are (they must
+    then share one shape, e.g. CIFAR's 32 x 32).
+    """
+    from PIL import Image
+
+    classes = tuple(sorted(d.name for d in root.iterdir() if d.is_dir()))
+    images, labels = [], []
+    for label, cls in enumerate(classes):
+        for path in _image_files(root / cls):
+            with Image.open(path) as img:
+                rgb = img.convert("RGB")
+                if size is not None:
+                    rgb = _resize_centre_crop(rgb, size)
+                images.append(np.asarray(rgb, dtype=np.uint8))
+            labels.append(label)
+    if not images:
+        raise ValueError(f"no images under {root}")
+    return np.stack(images), np.asarray(labels, dtype=np.int64), classes
+
+
+def _resize_centre_crop(img, size: int):
+    from PIL import Image
+
+    short = round(size * 256 / 224)
+    w, h = img.size
+    scale = short / min(w, h)
+    img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
+    w, h = img.size
+    left, top = (w - size) // 2, (h - size) // 2
+    return img.crop((left, top, left + size, top + size))
+
+
+def _cache_path(tag: str, source: Path) -> Path:
+    key = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:12]
+    return data_root() / "cache" / f"{tag}-{key}.npz"
+
+
+def _cached_folder(tag: str, root: Path, size: int | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Decode an image folder once; later loads read a compressed cache under the data root."""
+    cache = _cache_path(f"{tag}-{size}", root)
+    if cache.is_file():
+        with np.load(cache, allow_pickle=False) as z:
+            return z["images"], z["labels"], tuple(str(c) for c in z["classes"])
+    images, labels, classes = read_image_folder(root, size=size)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(".tmp.npz")
+    np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
+    os.replace(tmp, cache)
+    return images, labels, classes
+
+
+# --------------------------------------------------------------------------- CIFAR
+
+
+def _load_cifar(name: str, *, split: str, variable: str, folder_name: str, tv_class: str) -> Dataset:
+    _check_split(split, ("train", "test"))
+    root = location(variable, data_root() / folder_name)
+    if (root / split).is_dir():
+        images, labels, classes = _cached_folder(f"{name}-{split}", root / split, None)
+        return Dataset(name, split, images, labels, classes, {"source": str(root / split)})
+    tv_root = data_root()
+    try:
+        import torchvision
+
+        ds = getattr(torchvision.datasets, tv_class)(str(tv_root), train=split == "train", download=False)
+    except RuntimeError:
+        raise DataMissingError(
+            name,
+            root / split,
+            f"point {variable} at an image-folder copy with train/<class>/* and test/<class>/*, or with "
+            f"internet run `python -c \"import torchvision; torchvision.datasets.{tv_class}('{tv_root}', download=True)\"`",
+        ) from None
+    return Dataset(name, split, np.asarray(ds.data, dtype=np.uint8), np.asarray(ds.targets, dtype=np.int64),
+                   tuple(ds.classes), {"source": str(tv_root)})
+
+
+def load_cifar10(*, split: str = "test") -> Dataset:
+    return _load_cifar("cifar10", split=split, variable="DART_CIFAR10_DIR", folder_name="cifar10", tv_class="CIFAR10")
+
+
+def load_cifar100(*, split: str = "test") -> Dataset:
+    return _load_cifar("cifar100", split=split, variable="DART_CIFAR100_DIR", folder_name="cifar100", tv_class="CIFAR100")
+
+
+# --------------------------------------------------------------------------- CIFAR-C layout
+
+MANIFEST = "manifest.json"
+ROWS_PER_SEVERITY = {"cifar10c": 10000, "cifar100c": 10000}
+
+
+def corrupted_dir(name: str) -> Path:
+    """Folder of a corrupted test set in the official CIFAR-C layout."""
+    variable, folder = {
+        "cifar10c": ("DART_CIFAR10C_DIR", "CIFAR-10-C"),
+        "cifar100c": ("DART_CIFAR100C_DIR", "CIFAR-100-C"),
+        "fmnistc": ("DART_FMNISTC_DIR", "FMNIST-C"),
+    }[name]
+    return location(variable, data_root() / folder)
+
+
+def _severity_rows(folder: Path, total_rows: int) -> dict[int, slice]:
+    """Rows of each severity: from our manifest when present, else the official 5-way split."""
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        meta = json.loads(manifest.read_text())
+        per = int(meta["rows_per_severity"])
+        return {int(s): slice(i * per, (i + 1) * per) for i, s in enumerate(meta["severities"])}
+    per = total_rows // 5
+    return {s: slice((s - 1) * per, s * per) for s in range(1, 6)}
+
+
+_CORRUPTED_REMEDY = {
+    "cifar10c": "download CIFAR-10-C.tar (~2.9 GB) from Zenodo record 2535967 and unpack it there, or generate it "
+    "locally with `python -m dartlib data prepare cifar10c`",
+    "cifar100c": "download CIFAR-100-C.tar (~2.9 GB) from Zenodo record 3555552 and unpack it there, or generate it "
+    "locally with `python -m dartlib data prepare cifar100c`",
+    "fmnistc": "generate it with `python -m dartlib data prepare fmnistc`",
+}
+_CLEAN_OF = {"cifar10c": load_cifar10, "cifar100c": load_cifar100, "fmnistc": load_fmnist}
+
+
+def load_corrupted(name: str, *, corruption: str, severity: int = 5, split: str = "test") -> Dataset:
+    """One corruption at one severity from ``<corruption>.npy`` + ``labels.npy``."""
+    _check_split(split, ("test",))
+    folder = corrupted_dir(name)
+    data_file, labels_file = folder / f"{corruption}.npy", folder / "labels.npy"
+    if not data_file.is_file() or not labels_file.is_file():
+        raise DataMissingError(name, data_file, _CORRUPTED_REMEDY[name])
+    data = np.load(data_file, mmap_mode="r")
+    labels = np.load(labels_file, mmap_mode="r")
+    rows = _severity_rows(folder, data.shape[0])
+    if severity not in rows:
+        raise DataMissingError(name, data_file, f"severity {severity} is not in this file (it has {sorted(rows)}); "
+                               + _CORRUPTED_REMEDY[name])
+    sl = rows[severity]
+    classes = _class_names_for(name, folder)
+    return Dataset(name, split, np.array(data[sl], dtype=np.uint8), np.array(labels[sl], dtype=np.int64), classes,
+                   {"corruption": corruption, "severity": severity, "source": str(folder)})
+
+
+def _class_names_for(name: str, folder: Path) -> tuple[str, ...]:
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        classes = json.loads(manifest.read_text()).get("classes")
+        if classes:
+            return tuple(classes)
+    if name == "fmnistc":
+        return FMNIST_CLASSES
+    if name == "cifar10c":
+        return CIFAR10_CLASSES
+    return tuple(str(i) for i in range(100))
+
+
+# --------------------------------------------------------------------------- natural shifts
+
+
+def load_cifar10_1(*, split: str = "test", version: str = "v6") -> Dataset:
+    """CIFAR-10.1 from ``cifar10.1_<version>_data.npy`` and ``..._labels.npy``."""
+    _check_split(split, ("test",))
+    folder = location("DART_CIFAR101_DIR", data_root() / "CIFAR-10.1")
+    data_file = folder / f"cifar10.1_{version}_data.npy"
+    if not data_file.is_file():
+        raise DataMissingError("cifar10.1", data_file, "download cifar10.1_v6_data.npy and cifar10.1_v6_labels.npy "
+                               "from the CIFAR-10.1 release (github.com/modestyachts/CIFAR-10.1, datasets/) into that folder")
+    images = np.load(data_file).astype(np.uint8)
+    labels = np.load(folder / f"cifar10.1_{version}_labels.npy").astype(np.int64)
+    return Dataset("cifar10.1", split, images, labels, CIFAR10_CLASSES, {"source": str(folder)})
+
+
+DOMAINS = {
+    "pacs": ("art_painting", "cartoon", "photo", "sketch"),
+    "officehome": ("Art", "Clipart", "Product", "Real_World"),
+    "domainnet126": ("clipart", "painting", "real", "sketch"),
+}
+_DOMAIN_SOURCES = {
+    "pacs": ("DART_PACS_DIR", "PACS", "the PACS release (kfold/ folder of Li et al., 2017; ~180 MB)"),
+    "officehome": ("DART_OFFICEHOME_DIR", "OfficeHome", "OfficeHomeDataset_10072016 (Venkateswara et al., 2017; "
+                   "~1.8 GB; rename 'Real World' to Real_World)"),
+    "domainnet126": ("DART_DOMAINNET126_DIR", "DomainNet126", "DomainNet (ai.bu.edu/M3SDA) restricted to the 126 "
+                     "classes of the AdaContrast lists (~18 GB for the four domains)"),
+}
+
+
+def load_domain(name: str, *, split: str, image_size: int = 224) -> Dataset:
+    """One domain (``split``) of PACS, OfficeHome or DomainNet-126 from ``<domain>/<class>/*``."""
+    _check_split(split, DOMAINS[name])
+    variable, folder_name, what = _DOMAIN_SOURCES[name]
+    root = location(variable, data_root() / folder_name)
+    if not (root / split).is_dir():
+        raise DataMissingError(name, root / split, f"download {what} and lay it out as {root}/<domain>/<class>/<image>")
+    images, labels, classes = _cached_folder(f"{name}-{split}", root / split, image_size)
+    return Dataset(name, split, images, labels, classes, {"domain": split, "source": str(root)})
+
+
+def load_imagenet_c(*, corruption: str, severity: int = 5, split: str = "test", image_size: int = 224) -> Dataset:
+    """ImageNet-C from ``<corruption>/<severity>/<wnid>/*.JPEG`` (classes: sorted wnids)."""
+    _check_split(split, ("test",))
+    root = location("DART_IMAGENETC_DIR", data_root() / "ImageNet-C")
+    folder = root / corruption / str(severity)
+    if not folder.is_dir():
+        raise DataMissingError("imagenet-c", folder, "download ImageNet-C from Zenodo record 2235448 (~66 GB for the "
+                               f"15 corruptions) and unpack it as {root}/<corruption>/<severity>/<wnid>/")
+    images, labels, classes = _cached_folder(f"imagenet-c-{corruption}-{severity}", folder, image_size)
+    return Dataset("imagenet-c", split, images, labels, classes, {"corruption": corruption, "severity": severity})
+
+
+SOURCES: Registry[Callable[..., Dataset]] = Registry(
+    "dataset",
+    {
+        "fmnist": load_fmnist,
+        "cifar10": load_cifar10,
+        "cifar100": load_cifar100,
+        "fmnistc": lambda **kw: load_corrupted("fmnistc", **kw),
+        "cifar10c": lambda **kw: load_corrupted("cifar10c", **kw),
+        "cifar100c": lambda **kw: load_corrupted("cifar100c", **kw),
+        "cifar10.1": load_cifar10_1,
+        "pacs": lambda **kw: load_domain("pacs", **kw),
+        "officehome": lambda **kw: load_domain("officehome", **kw),
+        "domainnet126": lambda **kw: load_domain("domainnet126", **kw),
+        "imagenet-c": load_imagenet_c,
+    },
+)
+
+
+def load(name: str, *, split: str = "test", **options) -> Dataset:
+    """Load split ``split`` of dataset ``name`` (see the module table for locations).
+
+    Options: ``corruption`` and ``severity`` for the corrupted sets; ``image_size`` for the
+    domain datasets and ImageNet-C; ``version`` for CIFAR-10.1. For PACS, OfficeHome and
+    DomainNet-126 the split is the domain name.
+    """
+    return SOURCES[name](split=split, **options)
+
+
+def clean_source(name: str) -> Callable[..., Dataset]:
+    """The loader of the clean set a corrupted set is generated from."""
+    return _CLEAN_OF[name]
+
+
+def expected_path(name: str) -> Path:
+    """The file or folder whose presence means dataset ``name`` can be loaded."""
+    SOURCES[name]  # unknown names list the valid ones
+    if name == "fmnist":
+        folder = location("DART_FMNIST_DIR", FMNIST_DEBIAN_DIR)
+        tv = data_root() / "FashionMNIST" / "raw" / "t10k-images-idx3-ubyte.gz"
+        return tv if tv.is_file() and not (folder / tv.name).is_file() else folder / tv.name
+    if name in ("cifar10", "cifar100"):
+        variable = "DART_CIFAR10_DIR" if name == "cifar10" else "DART_CIFAR100_DIR"
+        folder = location(variable, data_root() / name) / "test"
+        tv = data_root() / ("cifar-10-batches-py" if name == "cifar10" else "cifar-100-python")
+        return tv if tv.is_dir() and not folder.is_dir() else folder
+    if name in ("cifar10c", "cifar100c", "fmnistc"):
+        return corrupted_dir(name) / "labels.npy"
+    if name == "cifar10.1":
+        return location("DART_CIFAR101_DIR", data_root() / "CIFAR-10.1") / "cifar10.1_v6_data.npy"
+    if name in DOMAINS:
+        variable, folder_name, _ = _DOMAIN_SOURCES[name]
+        return location(variable, data_root() / folder_name)
+    return location("DART_IMAGENETC_DIR", data_root() / "ImageNet-C")
+
+
+HOW_TO_GET = {
+    "fmnist": "apt-get install dataset-fashion-mnist (Debian), or torchvision.datasets.FashionMNIST(download=True)",
+    "cifar10": "torchvision.datasets.CIFAR10(download=True), or an image-folder copy via DART_CIFAR10_DIR",
+    "cifar100": "torchvision.datasets.CIFAR100(download=True), or an image-folder copy via DART_CIFAR100_DIR",
+    "fmnistc": _CORRUPTED_REMEDY["fmnistc"],
+    "cifar10c": _CORRUPTED_REMEDY["cifar10c"],
+    "cifar100c": _CORRUPTED_REMEDY["cifar100c"],
+    "cifar10.1": "cifar10.1_v6_data.npy + cifar10.1_v6_labels.npy from github.com/modestyachts/CIFAR-10.1 (datasets/)",
+    "pacs": "the PACS images (Li et al., 2017), as <domain>/<class>/<image>",
+    "officehome": "OfficeHomeDataset_10072016, as <domain>/<class>/<image> (Real World -> Real_World)",
+    "domainnet126": "DomainNet's clipart/painting/real/sketch restricted to the 126 AdaContrast classes",
+    "imagenet-c": "ImageNet-C from Zenodo record 2235448, as <corruption>/<severity>/<wnid>/",
+}
+
+
+def status() -> list[dict[str, object]]:
+    """For every dataset: present or not, where the suite looks, and how to obtain it."""
+    rows = []
+    for name in SOURCES:
+        path = expected_path(name)
+        rows.append({"dataset": name, "present": path.exists(), "path": str(path), "how to get it": HOW_TO_GET[name]})
+    return rows

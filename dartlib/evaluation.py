@@ -1,0 +1,50 @@
+"""Accuracy of a source model on clean and corrupted test sets, in the results schema."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from dartlib.data.corruptions import CORRUPTIONS
+from dartlib.data.sources import load
+from dartlib.models import use_batch_statistics, use_source_statistics
+from dartlib.training import to_tensor
+
+RESULT_COLUMNS = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner",
+                  "seed", "n", "accuracy"]
+
+
+@torch.no_grad()
+def batch_accuracy(model: nn.Module, images, labels, *, batch_size: int = 200, device: str = "cpu") -> float:
+    """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in."""
+    correct = 0
+    for start in range(0, len(labels), batch_size):
+        logits = model(to_tensor(images[start : start + batch_size]).to(device))
+        correct += int((logits.argmax(1).cpu().numpy() == labels[start : start + batch_size]).sum())
+    return 100.0 * correct / len(labels)
+
+
+def corruption_accuracy(
+    model: nn.Module, *, dataset: str, experiment: str, method: str = "noadapt", severity: int = 5,
+    corruptions: Sequence[str] = CORRUPTIONS, seed: int = 0, batch_size: int = 200, device: str = "cpu",
+    limit: int | None = None, progress: bool = True,
+) -> pd.DataFrame:
+    """NoAdapt (source statistics) or BNAdapt (test-batch statistics) accuracy on each corruption
+    of an i.i.d. (balanced) test stream in the test-set order; ``limit`` keeps the first images."""
+    if method not in ("noadapt", "bnadapt"):
+        raise ValueError(f"unknown method {method!r}; valid: noadapt, bnadapt")
+    (use_source_statistics if method == "noadapt" else use_batch_statistics)(model)
+    rows = []
+    for corruption in tqdm(corruptions, desc=f"{method} on {dataset}", disable=not progress):
+        ds = load(dataset, corruption=corruption, severity=severity)
+        images, labels = ds.images[:limit], ds.labels[:limit]
+        acc = batch_accuracy(model, images, labels, batch_size=batch_size, device=device)
+        rows.append({"experiment": experiment, "dataset": dataset, "shift": "none", "shift_param": None,
+                     "corruption": corruption, "severity": severity, "method": method, "refiner": "none",
+                     "seed": seed, "n": len(labels), "accuracy": acc})
+    use_source_statistics(model)
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)

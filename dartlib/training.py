@@ -1,0 +1,221 @@
+"""Source training: the classifiers every test-time method starts from (Appendix A).
+
+The paper's recipe (200 epochs, batch 200, SGD lr 0.1, momentum 0.9, weight decay 5e-4, cosine,
+the Conjugate-PL augmentation RandomResizedCrop(32, scale=(0.2, 1)) + horizontal flip) is the
+``paper`` recipe; ``cpu`` and ``smoke`` are reduced recipes for 2 CPU cores (pad-4 random crop +
+flip, which converges faster in few epochs). Training resumes from the last finished epoch;
+the finished checkpoint carries its metadata (architecture, dataset and digest, recipe, epochs,
+clean test accuracy, library version).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from dartlib import __version__
+from dartlib.data.sources import Dataset, load
+from dartlib.models import build
+from dartlib.paths import data_root
+from dartlib.registry import Registry
+
+
+@dataclass(frozen=True)
+class Recipe:
+    epochs: int
+    batch_size: int
+    lr: float
+    momentum: float
+    weight_decay: float
+    nesterov: bool
+    warmup_epochs: int
+    augmentation: str  # "rrc-flip" (the reference's), "crop-flip" (pad 4, random crop, flip) or "flip"
+
+
+RECIPES: Registry[Recipe] = Registry(
+    "recipe",
+    {
+        "paper": Recipe(200, 200, 0.1, 0.9, 5e-4, False, 0, "rrc-flip"),
+        "cpu": Recipe(15, 128, 0.1, 0.9, 5e-4, True, 1, "crop-flip"),
+        "smoke": Recipe(2, 128, 0.1, 0.9, 5e-4, True, 0, "flip"),
+    },
+)
+
+
+def to_tensor(images: np.ndarray) -> torch.Tensor:
+    """uint8 NHWC -> float NCHW in [0, 1]."""
+    return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(255.0)
+
+
+def _augment(x: torch.Tensor, kind: str, gen: torch.Generator) -> torch.Tensor:
+    n, _, h, w = x.shape
+    flip = torch.rand(n, generator=gen) < 0.5
+    x = torch.where(flip[:, None, None, None], x.flip(3), x)
+    if kind == "flip":
+        return x
+    if kind == "crop-flip":
+        padded = F.pad(x, (4, 4, 4, 4))
+        dy = torch.randint(0, 9, (n,), generator=gen)
+        dx = torch.randint(0, 9, (n,), generator=gen)
+        rows = (dy[:, None] + torch.arange(h))[:, None, :, None].expand(n, 3, h, w + 8)
+        x = padded.gather(2, rows)
+        cols = (dx[:, None] + torch.arange(w))[:, None, None, :].expand(n, 3, h, w)
+        return x.gather(3, cols)
+    if kind == "rrc-flip":
+        # RandomResizedCrop(scale=(0.2, 1), ratio=(3/4, 4/3)) via one affine grid per image.
+        area = torch.empty(n).uniform_(0.2, 1.0, generator=gen)
+        log_ratio = torch.empty(n).uniform_(math.log(3 / 4), math.log(4 / 3), generator=gen)
+        ratio = log_ratio.exp()
+        sw = torch.sqrt(area * ratio).clamp(max=1.0)
+        sh = torch.sqrt(area / ratio).clamp(max=1.0)
+        cx = (torch.rand(n, generator=gen) * 2 - 1) * (1 - sw)
+        cy = (torch.rand(n, generator=gen) * 2 - 1) * (1 - sh)
+        theta = torch.zeros(n, 2, 3)
+        theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = sw, cx, sh, cy
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+    raise ValueError(f"unknown augmentation {kind!r}; valid: flip, crop-flip, rrc-flip")
+
+
+def lr_at(recipe: Recipe, step: int, steps_per_epoch: int) -> float:
+    """Linear warm-up, then cosine annealing to 0 over the remaining steps."""
+    warm = recipe.warmup_epochs * steps_per_epoch
+    total = recipe.epochs * steps_per_epoch
+    if step < warm:
+        return recipe.lr * (step + 1) / warm
+    return 0.5 * recipe.lr * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 500,
+             device: str = "cpu") -> float:
+    """Accuracy (%) in eval mode (source BN statistics)."""
+    model.eval()
+    correct = 0
+    for start in range(0, len(labels), batch_size):
+        x = to_tensor(images[start : start + batch_size]).to(device)
+        pred = model(x).argmax(1).cpu().numpy()
+        correct += int((pred == labels[start : start + batch_size]).sum())
+    return 100.0 * correct / len(labels)
+
+
+def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int) -> Path:
+    return data_root() / "checkpoints" / f"{dataset}-{arch}-{recipe}-seed{seed}.pt"
+
+
+def _atomic_torch_save(obj: object, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def train_source(
+    *, dataset: str, arch: str, recipe: str, seed: int = 0, device: str | None = None,
+    max_epochs: int | None = None, progress: bool = True,
+) -> Path:
+    """Train (or resume training) a source classifier; returns the finished checkpoint's path.
+
+    ``max_epochs`` stops after that many epochs in this call (the partial state is kept, and the
+    next call resumes), for budgets split across sessions.
+    """
+    rec = RECIPES[recipe]
+    final = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed)
+    if final.is_file():
+        return final
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    train, test = load(dataset, split="train"), load(dataset, split="test")
+    torch.manual_seed(seed)
+    model = build(arch, num_classes=train.num_classes).to(device)
+    if device == "cuda":
+        model = model.to(memory_format=torch.channels_last)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim <= 1 else decay).append(p)
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": rec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+                          lr=rec.lr, momentum=rec.momentum, nesterov=rec.nesterov)
+    partial = final.with_suffix(".partial.pt")
+    history: list[dict] = []
+    start_epoch, elapsed = 0, 0.0
+    if partial.is_file():
+        state = torch.load(partial, map_location=device, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        start_epoch, history, elapsed = state["epoch"], state["history"], state["seconds"]
+    final.parent.mkdir(parents=True, exist_ok=True)
+    steps = len(train) // rec.batch_size
+    x_all, y_all = train.images, torch.from_numpy(train.labels)
+    stop = rec.epochs if max_epochs is None else min(rec.epochs, start_epoch + max_epochs)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else _nullcontext()
+    for epoch in range(start_epoch, stop):
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(seed * 1000 + epoch)  # per-epoch stream: resuming is exact
+        order = torch.randperm(len(train), generator=gen)
+        model.train()
+        loss_sum, correct, seen = 0.0, 0, 0
+        bar = tqdm(range(steps), desc=f"{arch} {dataset} epoch {epoch + 1}/{rec.epochs}", disable=not progress, leave=False)
+        for i in bar:
+            idx = order[i * rec.batch_size : (i + 1) * rec.batch_size]
+            x = _augment(to_tensor(x_all[idx.numpy()]), rec.augmentation, gen).to(device)
+            y = y_all[idx].to(device)
+            if device == "cuda":
+                x = x.contiguous(memory_format=torch.channels_last)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(rec, epoch * steps + i, steps)
+            with amp:
+                logits = model(x)
+                loss = F.cross_entropy(logits, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            loss_sum += float(loss.detach()) * len(y)
+            correct += int((logits.detach().argmax(1) == y).sum())
+            seen += len(y)
+            if i % 20 == 0:
+                bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{100 * correct / seen:.1f}")
+        test_acc = evaluate(model, test.images, test.labels, device=device)
+        elapsed += time.perf_counter() - t0
+        history.append({"epoch": epoch + 1, "train_loss": loss_sum / seen, "train_acc": 100 * correct / seen,
+                        "test_acc": test_acc, "seconds": elapsed})
+        if progress:
+            print(f"epoch {epoch + 1}/{rec.epochs}: loss {loss_sum / seen:.4f} train {100 * correct / seen:.2f}% "
+                  f"test {test_acc:.2f}% ({elapsed / 60:.1f} min)", flush=True)
+        _atomic_torch_save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
+                            "history": history, "seconds": elapsed}, partial)
+    if len(history) < rec.epochs:
+        return partial
+    meta = {
+        "arch": arch, "num_classes": train.num_classes, "dataset": dataset, "dataset_digest": train.digest(),
+        "recipe": recipe, "recipe_values": dataclasses.asdict(rec), "epochs": rec.epochs, "seed": seed,
+        "clean_test_accuracy": history[-1]["test_acc"], "history": history, "train_seconds": elapsed,
+        "device": device, "dartlib_version": __version__, "torch_version": torch.__version__,
+    }
+    _atomic_torch_save({"model": {k: v.cpu() for k, v in model.state_dict().items()}, "meta": meta}, final)
+    partial.unlink(missing_ok=True)
+    return final
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def load_checkpoint(path: Path | str, *, device: str = "cpu") -> tuple[nn.Module, dict]:
+    """A trained source model (eval mode) and its metadata."""
+    blob = torch.load(path, map_location=device, weights_only=False)
+    meta = blob["meta"]
+    model = build(meta["arch"], num_classes=meta["num_classes"]).to(device)
+    model.load_state_dict(blob["model"])
+    return model.eval(), meta

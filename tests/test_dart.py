@@ -1,0 +1,144 @@
+"""DART's refinement module, intermediate training and test-time use (Sections 3-4, Appendix B)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from dartlib import dart
+from dartlib.data.sources import Dataset
+from dartlib.intermediate import load_or_train_refiner, refiner_path, train_refiner
+from dartlib.models import small_cnn
+
+
+def test_batch_statistics_definitions():
+    logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    p_bar, d = dart.batch_statistics(logits)
+    p = F.softmax(logits, 1)
+    torch.testing.assert_close(p_bar, p.mean(0))
+    # CE(u, p) = -(1/K) sum_k log p_k, averaged over the batch; a uniform prediction gives log K
+    expected = (-(p.log()).mean(1)).mean()
+    torch.testing.assert_close(d, expected)
+    assert float(dart.batch_statistics(torch.zeros(4, 3))[1]) == pytest.approx(np.log(3))
+
+
+def test_untrained_residual_module_is_the_identity():
+    module = dart.RefinementModule(5, hidden=16)
+    w, b = module(torch.full((5,), 0.2), torch.tensor(1.0))
+    torch.testing.assert_close(w, torch.eye(5))
+    torch.testing.assert_close(b, torch.zeros(5))
+    logits = torch.randn(7, 5)
+    torch.testing.assert_close(dart.refine(logits, w, b), logits)
+
+
+def test_ablation_outputs_and_shapes():
+    p, d = torch.rand(2, 4).softmax(1), torch.rand(2)
+    for outputs in dart.OUTPUTS:
+        module = dart.RefinementModule(4, hidden=8, outputs=outputs, parameterisation="direct")
+        w, b = module(p, d)
+        assert w.shape == (2, 4, 4) and b.shape == (2, 4)
+        if outputs == "b":
+            torch.testing.assert_close(w, torch.eye(4).expand(2, 4, 4))
+        if outputs == "w":
+            assert torch.count_nonzero(b) == 0
+    module = dart.RefinementModule(4, hidden=8, inputs="pbar")
+    assert module.net[0].in_features == 4
+    diag = dart.RefinementModule(4, hidden=8, diagonal_only=True, outputs="w", parameterisation="direct")
+    w, _ = diag(p, d)
+    assert torch.count_nonzero(w - torch.diag_embed(torch.diagonal(w, dim1=-2, dim2=-1))) == 0
+    with pytest.raises(ValueError, match="valid: wb, w, b"):
+        dart.RefinementModule(4, outputs="wW")
+
+
+def test_norm_preserving_rescaling():
+    original, refined = torch.randn(5, 3), torch.randn(5, 3) * 4
+    out = dart.norm_preserving(refined, original)
+    torch.testing.assert_close(out.norm(dim=1), original.norm(dim=1))
+    torch.testing.assert_close(F.normalize(out, dim=1), F.normalize(refined, dim=1))
+
+
+@pytest.fixture(scope="module")
+def tiny_setup():
+    rng = np.random.default_rng(0)
+    k, n = 4, 400
+    labels = np.repeat(np.arange(k), n // k)
+    images = rng.integers(0, 60, size=(n, 32, 32, 3), dtype=np.uint8)
+    for c in range(k):  # class-dependent colour so the model can learn something
+        images[labels == c, :, :, c % 3] += np.uint8(120 + 40 * (c // 3))
+    ds = Dataset("tiny", "train", images, labels.astype(np.int64), tuple("abcd"))
+    torch.manual_seed(0)
+    model = small_cnn(k, width=4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.3)
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
+    for _ in range(12):
+        loss = F.cross_entropy(model(x), torch.from_numpy(labels))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.zero_grad(set_to_none=True)
+    model.eval()
+    return model, ds
+
+
+def test_intermediate_training_touches_only_phi(tiny_setup):
+    model, ds = tiny_setup
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    config = dart.DartConfig(epochs=2, batch_size=32, hidden=16, n_dir=5, per_class=100)
+    refiner, log = train_refiner(model, ds, config, progress=False)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    assert all(p.grad is None for p in model.parameters())
+    assert len(log) == 2 * (400 // 32) and {"loss_imb", "loss_bal", "lr"} <= set(log[0])
+    moved = [p for p in refiner.module.parameters() if p.abs().sum() > 0]
+    assert moved, "g_phi did not learn"
+
+
+def test_refinement_reads_the_frozen_source_model_not_the_adapted_one(tiny_setup):
+    model, ds = tiny_setup
+    config = dart.DartConfig(epochs=1, batch_size=32, hidden=16, n_dir=5, per_class=100)
+    refiner, _ = train_refiner(model, ds, config, progress=False)
+    source_logits = torch.randn(16, 4) * 3
+    drifted = torch.randn(16, 4) * 3  # the adapted model's logits: differ from the source's
+    w, b = refiner.transform(source_logits)
+    torch.testing.assert_close(refiner(drifted, source_logits), drifted @ w + b)
+    w2, b2 = refiner.transform(drifted)
+    assert not torch.allclose(refiner(drifted, source_logits), drifted @ w2 + b2)
+
+
+def test_dart_split_refines_exactly_the_batches_scored_above_half():
+    module = dart.RefinementModule(3, hidden=8, inputs="pbar", parameterisation="direct")
+    detector = dart.SeverityDetector()
+    with torch.no_grad():
+        detector.linear.weight.fill_(-10.0)
+        detector.linear.bias.fill_(40.0)  # s > 0.5 exactly when d < 4
+    refiner = dart.Refiner(module=module, config=dart.DartConfig(variant="dart-split"), detector=detector)
+    confident = torch.tensor([[10.0, 0.0, 0.0]] * 4)  # d = 20/3: no severe shift detected
+    unsure = torch.tensor([[0.1, 0.0, 0.0]] * 4)  # d close to log 3: severe shift
+    assert float(dart.batch_statistics(confident)[1]) > 4 > float(dart.batch_statistics(unsure)[1])
+    logits = torch.randn(4, 3)
+    assert refiner.transform(confident) is None
+    assert torch.equal(refiner(logits, confident), logits)
+    w, b = refiner.transform(unsure)
+    torch.testing.assert_close(refiner(logits, unsure), logits @ w + b)
+    assert not torch.equal(refiner(logits, unsure), logits)
+
+
+def test_dart_split_training_and_cache(tiny_setup, tmp_path):
+    model, ds = tiny_setup
+    config = dart.DartConfig(variant="dart-split", epochs=1, batch_size=32, hidden=16, n_dir=5, per_class=100)
+    ckpt = tmp_path / "source.pt"
+    ckpt.write_bytes(b"")
+    refiner, log = load_or_train_refiner(ckpt, model, ds, config, progress=False)
+    assert refiner.detector is not None and "loss_detect" in log[0]
+    assert refiner_path(ckpt, config).is_file()
+    again, _ = load_or_train_refiner(ckpt, model, ds, config, progress=False)
+    for a, b in zip(refiner.module.parameters(), again.module.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="valid: dart, dart-split"):
+        dart.DartConfig(variant="dart2")
+    with pytest.raises(ValueError, match="valid: dirichlet, unif-lt"):
+        dart.DartConfig(sampling="zipf")

@@ -1,0 +1,168 @@
+"""Dataset sources: real on-disk layouts written as tiny fixtures, and missing-data errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from dartlib.data import sources
+from dartlib.data.prepare import prepare_corrupted
+from dartlib.data.sources import DataMissingError, load
+from dartlib.paths import SHARED_DIR
+from dartlib.registry import UnknownNameError
+
+
+@pytest.fixture()
+def data_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
+    for var in ("DART_FMNIST_DIR", "DART_CIFAR10_DIR", "DART_CIFAR10C_DIR", "DART_CIFAR101_DIR", "DART_PACS_DIR",
+                "DART_IMAGENETC_DIR", "DART_FMNISTC_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(sources, "FMNIST_DEBIAN_DIR", tmp_path / "no-debian-package")
+    return tmp_path
+
+
+def _write_idx(path, array):
+    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    with gzip.open(path, "wb") as fh:
+        fh.write(header + array.astype(np.uint8).tobytes())
+
+
+def test_fmnist_idx_files_are_padded_and_replicated(data_root, monkeypatch):
+    folder = data_root / "fm"
+    folder.mkdir()
+    gray = np.random.default_rng(0).integers(0, 256, size=(5, 28, 28), dtype=np.uint8)
+    _write_idx(folder / "t10k-images-idx3-ubyte.gz", gray)
+    _write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.array([9, 0, 3, 3, 1]))
+    monkeypatch.setenv("DART_FMNIST_DIR", str(folder))
+    ds = load("fmnist", split="test")
+    assert ds.images.shape == (5, 32, 32, 3) and ds.images.dtype == np.uint8
+    assert ds.labels.tolist() == [9, 0, 3, 3, 1] and ds.labels.dtype == np.int64
+    np.testing.assert_array_equal(ds.images[:, 2:30, 2:30, 1], gray)
+    assert ds.images[:, :2].max() == 0 and ds.images[:, :, 30:].max() == 0
+    assert ds.classes[9] == "ankle boot"
+
+
+def test_cifar_c_official_layout(data_root):
+    folder = data_root / "CIFAR-10-C"
+    folder.mkdir()
+    n = 4  # rows per severity in this fixture (10,000 in the release)
+    fog = np.arange(5 * n * 32 * 32 * 3, dtype=np.int64).reshape(5 * n, 32, 32, 3) % 251
+    np.save(folder / "fog.npy", fog.astype(np.uint8))
+    np.save(folder / "labels.npy", np.tile(np.array([3, 1, 4, 1], dtype=np.uint8), 5))
+    ds = load("cifar10c", corruption="fog", severity=5)
+    np.testing.assert_array_equal(ds.images, fog[4 * n : 5 * n].astype(np.uint8))
+    assert ds.labels.tolist() == [3, 1, 4, 1]
+    assert ds.info == {"corruption": "fog", "severity": 5, "source": str(folder)}
+    assert ds.classes[0] == "airplane"
+    np.testing.assert_array_equal(load("cifar10c", corruption="fog", severity=2).images, fog[n : 2 * n].astype(np.uint8))
+
+
+def test_generated_layout_round_trip(data_root, monkeypatch):
+    folder = data_root / "fm"
+    folder.mkdir()
+    gray = np.random.default_rng(1).integers(0, 256, size=(6, 28, 28), dtype=np.uint8)
+    _write_idx(folder / "t10k-images-idx3-ubyte.gz", gray)
+    _write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.arange(6) % 3)
+    monkeypatch.setenv("DART_FMNIST_DIR", str(folder))
+    out = prepare_corrupted("fmnistc", severities=[5, 3], corruptions=["contrast", "gaussian_noise"], seed=0)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["severities"] == [3, 5] and manifest["rows_per_severity"] == 6
+    assert np.load(out / "contrast.npy").shape == (12, 32, 32, 3)
+    five = load("fmnistc", corruption="gaussian_noise", severity=5)
+    again = prepare_corrupted("fmnistc", severities=[5, 3], corruptions=["contrast", "gaussian_noise"], seed=0)
+    assert again == out  # resumed: nothing rewritten, same data
+    np.testing.assert_array_equal(load("fmnistc", corruption="gaussian_noise", severity=5).images, five.images)
+    assert five.labels.tolist() == [0, 1, 2, 0, 1, 2]
+    with pytest.raises(DataMissingError, match="severity 1 is not in this file"):
+        load("fmnistc", corruption="contrast", severity=1)
+    with pytest.raises(RuntimeError, match="other settings"):
+        prepare_corrupted("fmnistc", severities=[5], corruptions=["contrast"], seed=1)
+
+
+def test_image_folder_layouts(data_root, monkeypatch):
+    rng = np.random.default_rng(2)
+    for split in ("train", "test"):
+        for cls in ("cat", "airplane"):
+            d = data_root / "c10" / split / cls
+            d.mkdir(parents=True)
+            for i in range(2):
+                Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(d / f"{i:04d}.png")
+    monkeypatch.setenv("DART_CIFAR10_DIR", str(data_root / "c10"))
+    ds = load("cifar10", split="train")
+    assert ds.classes == ("airplane", "cat") and ds.labels.tolist() == [0, 0, 1, 1]
+    assert load("cifar10", split="train").digest() == ds.digest()  # second load reads the cache
+
+    for domain, size in (("photo", (40, 30)), ("sketch", (25, 50))):
+        for cls in ("dog", "horse"):
+            d = data_root / "PACS" / domain / cls
+            d.mkdir(parents=True)
+            Image.fromarray(rng.integers(0, 256, size[::-1] + (3,), dtype=np.uint8)).save(d / "a.jpg")
+    pacs = load("pacs", split="sketch", image_size=16)
+    assert pacs.images.shape == (2, 16, 16, 3) and pacs.classes == ("dog", "horse")
+
+    inet = data_root / "ImageNet-C" / "fog" / "5"
+    for wnid in ("n01440764", "n01443537"):
+        (inet / wnid).mkdir(parents=True)
+        Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(inet / wnid / "x.JPEG")
+    ic = load("imagenet-c", corruption="fog", severity=5, image_size=24)
+    assert ic.images.shape == (2, 24, 24, 3) and ic.labels.tolist() == [0, 1]
+
+    c101 = data_root / "CIFAR-10.1"
+    c101.mkdir()
+    np.save(c101 / "cifar10.1_v6_data.npy", rng.integers(0, 256, (3, 32, 32, 3), dtype=np.uint8))
+    np.save(c101 / "cifar10.1_v6_labels.npy", np.array([1, 2, 3]))
+    assert load("cifar10.1").labels.tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "name,options,path_part,remedy_part",
+    [
+        ("fmnist", {}, "t10k-images-idx3-ubyte.gz", "apt-get install dataset-fashion-mnist"),
+        ("cifar10", {}, "cifar10/test", "DART_CIFAR10_DIR"),
+        ("cifar10c", {"corruption": "fog"}, "CIFAR-10-C/fog.npy", "python -m dartlib data prepare cifar10c"),
+        ("cifar100c", {"corruption": "fog"}, "CIFAR-100-C/fog.npy", "Zenodo record 3555552"),
+        ("cifar10.1", {}, "CIFAR-10.1/cifar10.1_v6_data.npy", "modestyachts/CIFAR-10.1"),
+        ("pacs", {"split": "photo"}, "PACS/photo", "<domain>/<class>/<image>"),
+        ("officehome", {"split": "Art"}, "OfficeHome/Art", "OfficeHomeDataset_10072016"),
+        ("domainnet126", {"split": "real"}, "DomainNet126/real", "126 classes"),
+        ("imagenet-c", {"corruption": "fog"}, "ImageNet-C/fog/5", "Zenodo record 2235448"),
+    ],
+)
+def test_missing_data_errors_name_path_and_remedy(data_root, name, options, path_part, remedy_part):
+    with pytest.raises(DataMissingError) as info:
+        load(name, **options)
+    msg = str(info.value)
+    assert f"dataset {name!r} not found" in msg
+    assert str(data_root / "no-debian-package" if name == "fmnist" else data_root) in msg
+    assert path_part in msg and remedy_part in msg
+
+
+def test_unknown_names_list_valid_ones(data_root):
+    with pytest.raises(UnknownNameError, match="valid names: fmnist, cifar10"):
+        load("svhn")
+    with pytest.raises(ValueError, match="valid splits: train, test"):
+        load("fmnist", split="val")
+
+
+def test_status_reports_every_dataset(data_root):
+    rows = sources.status()
+    assert [r["dataset"] for r in rows] == list(sources.SOURCES)
+    assert not any(r["present"] for r in rows if r["dataset"] != "fmnist")
+
+
+CIFAR10_COPY = SHARED_DIR / "data" / "cifar10"
+
+
+@pytest.mark.skipif(not CIFAR10_COPY.is_dir(), reason=f"the CIFAR-10 image-folder copy is not at {CIFAR10_COPY}")
+def test_shared_cifar10_copy_loads_in_standard_order(monkeypatch, tmp_path):
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("DART_CIFAR10_DIR", str(CIFAR10_COPY))
+    ds = load("cifar10", split="test")
+    assert ds.images.shape == (10000, 32, 32, 3)
+    assert np.bincount(ds.labels).tolist() == [1000] * 10
+    assert ds.classes == sources.CIFAR10_CLASSES

@@ -48,6 +48,13 @@ def _cmd_data_status(_: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_data_download(args: argparse.Namespace) -> int:
+    from dartlib.data.download import download
+
+    print(f"{args.dataset}: {download(args.dataset)}")
+    return 0
+
+
 def _cmd_data_prepare(args: argparse.Namespace) -> int:
     from dartlib.data.prepare import prepare_corrupted
 
@@ -78,6 +85,18 @@ def _cmd_bench_corruptions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_models(args: argparse.Namespace) -> int:
+    import torch
+
+    from dartlib.bench import model_throughput
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    table = model_throughput(args.archs, batch=args.batch, repeats=args.repeats, device=device)
+    print(f"batch {args.batch}, {args.repeats} timed repeats after one warm-up, torch threads {torch.get_num_threads()}")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.0f}"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dartlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -99,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_parser("status", help="which datasets are present, where, and how to get the others").set_defaults(
         func=_cmd_data_status
     )
+    fetch = data.add_parser("download", help="download a dataset with a public source (checksums verified)")
+    fetch.add_argument("dataset", choices=["cifar10", "cifar100", "fmnist", "cifar10c", "cifar100c"])
+    fetch.set_defaults(func=_cmd_data_download)
     prepare = data.add_parser("prepare", help="generate a corrupted test set in the CIFAR-C layout")
     prepare.add_argument("dataset", choices=["cifar10c", "cifar100c", "fmnistc"])
     prepare.add_argument("--severities", type=int, nargs="+", default=[5], help="default: 5 (the paper's)")
@@ -112,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     corr.add_argument("--n", type=int, default=1000)
     corr.add_argument("--severity", type=int, default=5)
     corr.set_defaults(func=_cmd_bench_corruptions)
+    models = bench.add_parser("models", help="images/second of each backbone: eval, BN-adapt, training step")
+    models.add_argument("--archs", nargs="+", default=["small-cnn", "resnet26-w16", "resnet26"])
+    models.add_argument("--batch", type=int, default=200)
+    models.add_argument("--repeats", type=int, default=3)
+    models.set_defaults(func=_cmd_bench_models)
     return parser
 
 

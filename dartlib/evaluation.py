@@ -48,3 +48,24 @@ def corruption_accuracy(
                      "seed": seed, "n": len(labels), "accuracy": acc})
     use_source_statistics(model)
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+@torch.no_grad()
+def stream_logits(model: nn.Module, images, order, *, batch_size: int, device: str = "cpu") -> list[torch.Tensor]:
+    """Logits of consecutive batches of a test stream (``order`` indexes ``images``), computed by
+    ``model`` in its current BN mode; BN-adapt mode normalises each batch with its own statistics."""
+    return [model(to_tensor(images[idx]).to(device)).cpu() for idx in batches_of(order, batch_size)]
+
+
+def batches_of(order, batch_size: int) -> list:
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def stream_accuracy(logits: list[torch.Tensor], labels, order, *, batch_size: int, refiner=None) -> float:
+    """Accuracy (%) of per-batch logits, optionally refined per batch (BNAdapt+DART: the refiner
+    reads the same BN-adapted logits it refines)."""
+    correct = 0
+    for batch_logits, idx in zip(logits, batches_of(order, batch_size)):
+        out = batch_logits if refiner is None else refiner(batch_logits, batch_logits)
+        correct += int((out.argmax(1).numpy() == labels[idx]).sum())
+    return 100.0 * correct / len(order)

@@ -62,6 +62,7 @@ def confusion_heatmap(
     vmax: float | None = 1.0,
     cmap: str = "Blues",
     center: float | None = None,
+    square: bool = True,
 ) -> None:
     """A heatmap of a K x K matrix, by default a row-normalised confusion matrix (rows: true
     class, columns: prediction).
@@ -82,7 +83,7 @@ def confusion_heatmap(
         fmt=fmt,
         annot_kws={"fontsize": 7 if k > 6 else 9},
         cbar=False,
-        square=True,
+        square=square,
         xticklabels=ticks,
         yticklabels=ticks,
     )

@@ -166,3 +166,58 @@ def test_shared_cifar10_copy_loads_in_standard_order(monkeypatch, tmp_path):
     assert ds.images.shape == (10000, 32, 32, 3)
     assert np.bincount(ds.labels).tolist() == [1000] * 10
     assert ds.classes == sources.CIFAR10_CLASSES
+
+
+def test_zenodo_download_verifies_md5_and_unpacks(data_root, tmp_path):
+    import hashlib
+    import io
+    import tarfile
+
+    from dartlib.data import download as dl
+
+    payload = tmp_path / "payload"
+    (payload / "CIFAR-10-C").mkdir(parents=True)
+    np.save(payload / "CIFAR-10-C" / "fog.npy", np.zeros((10, 32, 32, 3), np.uint8))
+    np.save(payload / "CIFAR-10-C" / "labels.npy", np.zeros(10, np.uint8))
+    archive = tmp_path / "CIFAR-10-C.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(payload / "CIFAR-10-C", arcname="CIFAR-10-C")
+    md5 = hashlib.md5(archive.read_bytes()).hexdigest()
+    api = tmp_path / "api"
+    api.mkdir()
+
+    def publish(checksum: str) -> None:
+        record = {"files": [{"key": "CIFAR-10-C.tar", "checksum": f"md5:{checksum}",
+                             "links": {"self": archive.as_uri()}}]}
+        (api / "2535967").write_text(json.dumps(record))
+
+    publish(md5)
+    folder = dl.download_corrupted("cifar10c", api=api.as_uri() + "/")
+    assert folder == data_root / "CIFAR-10-C"
+    assert load("cifar10c", corruption="fog", severity=5).images.shape == (2, 32, 32, 3)
+
+    publish("0" * 32)
+    with pytest.raises(dl.ChecksumError, match="differs from"):
+        dl.download_corrupted("cifar10c", api=api.as_uri() + "/")
+    with pytest.raises(ValueError, match="downloadable: cifar10, cifar100, fmnist, cifar10c, cifar100c"):
+        dl.download("pacs")
+
+
+def test_ensure_corrupted_regenerates_files_of_other_code(data_root, monkeypatch):
+    from dartlib.data.prepare import ensure_corrupted, generator_digest
+
+    folder = data_root / "fm"
+    folder.mkdir()
+    gray = np.random.default_rng(3).integers(0, 256, size=(4, 28, 28), dtype=np.uint8)
+    _write_idx(folder / "t10k-images-idx3-ubyte.gz", gray)
+    _write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.arange(4))
+    monkeypatch.setenv("DART_FMNIST_DIR", str(folder))
+    out = ensure_corrupted("fmnistc")
+    fresh = np.load(out / "fog.npy")
+    meta = json.loads((out / "manifest.json").read_text())
+    assert meta["generator_digest"] == generator_digest()
+    np.save(out / "fog.npy", np.zeros_like(fresh))  # a file made by other code ...
+    meta["generator_digest"] = "0" * 16
+    (out / "manifest.json").write_text(json.dumps(meta))
+    ensure_corrupted("fmnistc")  # ... is regenerated, not reused
+    np.testing.assert_array_equal(np.load(out / "fog.npy"), fresh)

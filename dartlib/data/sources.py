@@ -122,8 +122,7 @@ def load_fmnist(*, split: str = "test") -> Dataset:
         raise DataMissingError(
             "fmnist",
             folder / f"{prefix}-images-idx3-ubyte.gz",
-            "`apt-get install dataset-fashion-mnist` (Debian), or with internet "
-            f"`python -c \"import torchvision; torchvision.datasets.FashionMNIST('{data_root()}', download=True)\"`",
+            "`apt-get install dataset-fashion-mnist` (Debian), or with internet `python -m dartlib data download fmnist`",
         )
     gray, labels = _read_idx(images_gz), _read_idx(labels_gz)
     return Dataset("fmnist", split, to_rgb32(gray), labels.astype(np.int64), FMNIST_CLASSES, {"source": str(images_gz.parent)})
@@ -216,7 +215,7 @@ def _load_cifar(name: str, *, split: str, variable: str, folder_name: str, tv_cl
             name,
             root / split,
             f"point {variable} at an image-folder copy with train/<class>/* and test/<class>/*, or with "
-            f"internet run `python -c \"import torchvision; torchvision.datasets.{tv_class}('{tv_root}', download=True)\"`",
+            f"internet run `python -m dartlib data download {name}`",
         ) from None
     return Dataset(name, split, np.asarray(ds.data, dtype=np.uint8), np.asarray(ds.targets, dtype=np.int64),
                    tuple(ds.classes), {"source": str(tv_root)})
@@ -258,10 +257,10 @@ def _severity_rows(folder: Path, total_rows: int) -> dict[int, slice]:
 
 
 _CORRUPTED_REMEDY = {
-    "cifar10c": "download CIFAR-10-C.tar (~2.9 GB) from Zenodo record 2535967 and unpack it there, or generate it "
-    "locally with `python -m dartlib data prepare cifar10c`",
-    "cifar100c": "download CIFAR-100-C.tar (~2.9 GB) from Zenodo record 3555552 and unpack it there, or generate it "
-    "locally with `python -m dartlib data prepare cifar100c`",
+    "cifar10c": "`python -m dartlib data download cifar10c` (CIFAR-10-C.tar, ~2.9 GB, Zenodo record 2535967, md5 "
+    "checked), or generate it locally with `python -m dartlib data prepare cifar10c`",
+    "cifar100c": "`python -m dartlib data download cifar100c` (CIFAR-100-C.tar, ~2.9 GB, Zenodo record 3555552, md5 "
+    "checked), or generate it locally with `python -m dartlib data prepare cifar100c`",
     "fmnistc": "generate it with `python -m dartlib data prepare fmnistc`",
 }
 _CLEAN_OF = {"cifar10c": load_cifar10, "cifar100c": load_cifar100, "fmnistc": load_fmnist}

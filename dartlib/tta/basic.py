@@ -1,0 +1,134 @@
+"""NoAdapt, BNAdapt, TENT and PL (Appendix A)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from dartlib.dart import Refiner, norm_preserving
+from dartlib.models import set_trainable, use_batch_statistics, use_source_statistics
+from dartlib.tta.base import Adapter
+
+ENTROPY_NORMALISATIONS = ("sum", "mean")
+
+
+def entropy(logits: torch.Tensor, *, normalisation: str = "sum") -> torch.Tensor:
+    """Batch-mean Shannon entropy of softmax(logits).
+
+    "sum": sum over classes, mean over the batch (the official TENT, SAR); "mean": the mean over
+    all B x K terms (NOTE's HLoss), i.e. divided by K, which acts like a smaller learning rate.
+    """
+    if normalisation not in ENTROPY_NORMALISATIONS:
+        raise ValueError(f"unknown entropy normalisation {normalisation!r}; valid: {', '.join(ENTROPY_NORMALISATIONS)}")
+    p_log_p = F.softmax(logits, 1) * F.log_softmax(logits, 1)
+    per_sample = -p_log_p.sum(1)
+    return per_sample.mean() if normalisation == "sum" else per_sample.mean() / logits.shape[1]
+
+
+def make_optimizer(params: list[nn.Parameter], *, optimizer: str, lr: float | None) -> torch.optim.Optimizer:
+    """Adam 1e-3 (CIFAR, PACS, OfficeHome) or SGD 5e-4 with momentum 0.9 (ImageNet), Appendix A."""
+    if optimizer == "adam":
+        return torch.optim.Adam(params, lr=1e-3 if lr is None else lr, betas=(0.9, 0.999))
+    if optimizer == "sgd":
+        return torch.optim.SGD(params, lr=5e-4 if lr is None else lr, momentum=0.9)
+    raise ValueError(f"unknown optimizer {optimizer!r}; valid: adam, sgd")
+
+
+class NoAdapt(Adapter):
+    """The source model with its stored BN statistics."""
+
+    name = "noadapt"
+
+    def __init__(self, model: nn.Module, *, refiner: Refiner | None = None) -> None:
+        super().__init__(model, refiner=refiner)
+        use_source_statistics(self.model)
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.refined(self.model(x), self.affine(x))
+
+
+class BNAdapt(Adapter):
+    """Normalise with the test batch's statistics; no parameter changes."""
+
+    name = "bnadapt"
+
+    def __init__(self, model: nn.Module, *, refiner: Refiner | None = None) -> None:
+        super().__init__(model, refiner=refiner)
+        use_batch_statistics(self.model)
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.model(x)
+        if self.refiner is None:
+            return logits
+        # f_theta is f_theta0_bar here: refine with statistics of the same logits
+        return self.refiner(logits, logits)
+
+
+class _GradientAdapter(Adapter):
+    """Shared set-up of methods that train BN affine parameters on test batches."""
+
+    def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, optimizer: str = "adam",
+                 lr: float | None = None) -> None:
+        super().__init__(model, refiner=refiner)
+        use_batch_statistics(self.model)
+        self.params = set_trainable(self.model, "bn-affine")
+        self.optimizer_name, self.lr = optimizer, lr
+        self.optimizer = make_optimizer(self.params, optimizer=optimizer, lr=lr)
+        self.initial_optimizer = self.optimizer.state_dict()
+
+    def reset(self) -> None:
+        super().reset()
+        self.optimizer = make_optimizer(self.params, optimizer=self.optimizer_name, lr=self.lr)
+
+    def step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+
+class Tent(_GradientAdapter):
+    """TENT: entropy minimisation on the BN affine parameters; with DART the entropy is taken of
+    the refined logits rescaled to the norm of the unrefined ones (Appendix A)."""
+
+    name = "tent"
+
+    def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, optimizer: str = "adam",
+                 lr: float | None = None, entropy_normalisation: str = "sum") -> None:
+        super().__init__(model, refiner=refiner, optimizer=optimizer, lr=lr)
+        entropy(torch.zeros(1, 2), normalisation=entropy_normalisation)  # validates the option
+        self.entropy_normalisation = entropy_normalisation
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        wb = self.affine(x)
+        logits = self.model(x)
+        refined = self.refined(logits, wb)
+        used = norm_preserving(refined, logits) if wb is not None else logits
+        self.step(entropy(used, normalisation=self.entropy_normalisation))
+        return refined.detach()
+
+
+class PseudoLabel(_GradientAdapter):
+    """PL: cross-entropy on the test samples whose (refined) confidence is >= ``threshold``."""
+
+    name = "pl"
+
+    def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, optimizer: str = "adam",
+                 lr: float | None = None, threshold: float = 0.95) -> None:
+        super().__init__(model, refiner=refiner, optimizer=optimizer, lr=lr)
+        if not 0.0 <= threshold < 1.0:
+            raise ValueError(f"threshold must lie in [0, 1), got {threshold}")
+        self.threshold = threshold
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        wb = self.affine(x)
+        logits = self.model(x)
+        refined = self.refined(logits, wb)
+        conf, labels = F.softmax(refined.detach(), 1).max(1)
+        keep = conf >= self.threshold
+        if keep.any():
+            used = norm_preserving(refined, logits) if wb is not None else logits
+            self.step(F.cross_entropy(used[keep], labels[keep]))
+        return refined.detach()

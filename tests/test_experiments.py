@@ -1,0 +1,58 @@
+"""The experiment runner: keyed cells, atomic appends, resuming after an interruption."""
+
+from __future__ import annotations
+
+import pytest
+
+from dartlib.experiments import SCHEMA, Cell, grid, read_results, run_grid
+
+
+def _grid():
+    return grid(dataset=["fmnistc"], shift=["lt"], shift_param=[1.0, 10.0, 100.0],
+                corruption=["fog", "snow"], severity=[5], method=["bnadapt"], refiner=["none", "dart"])
+
+
+def test_grid_and_keys():
+    cells = _grid()
+    assert len(cells) == 12
+    assert len({c.key for c in cells}) == 12
+    assert Cell("a", "lt", 1.0, "fog", 5, "tent").key == Cell("a", "lt", 1.0, "fog", 5, "tent").key
+    assert Cell("a", "lt", 1.0, "fog", 5, "tent").key != Cell("a", "lt", 1.0, "fog", 5, "tent", seed=1).key
+    with pytest.raises(ValueError, match="valid: dataset, shift"):
+        grid(datasets=["x"])
+
+
+def test_killed_run_resumes_without_recomputing(tmp_path):
+    path = tmp_path / "results" / "exp.csv"
+    calls = []
+
+    def evaluate(cell):
+        calls.append(cell.key)
+        if len(calls) == 5:
+            raise KeyboardInterrupt  # the process is killed while evaluating the fifth cell
+        return {"n": 100, "accuracy": 50.0 + cell.shift_param / 10}
+
+    with pytest.raises(KeyboardInterrupt):
+        run_grid(_grid(), evaluate, path=path, experiment="exp", progress=False)
+    partial = read_results(path)
+    assert len(partial) == 4 and list(partial.columns) == SCHEMA
+    first_four = set(calls[:4])
+
+    calls.clear()
+    done = run_grid(_grid(), lambda c: {"n": 100, "accuracy": 1.0} if calls.append(c.key) is None else None,
+                    path=path, experiment="exp", progress=False)
+    assert len(calls) == 8 and not (set(calls) & first_four)
+    assert len(done) == 12 and len(read_results(path)) == 12
+    calls.clear()
+    run_grid(_grid(), lambda c: calls.append(c) or {}, path=path, experiment="exp", progress=False)
+    assert calls == []  # a finished grid computes nothing
+
+
+def test_results_keep_the_schema_values(tmp_path):
+    path = tmp_path / "exp.csv"
+    cells = [Cell("cifar10c", "none", None, "fog", 5, "noadapt")]
+    run_grid(cells, lambda c: {"n": 10, "accuracy": 12.5}, path=path, experiment="exp", progress=False)
+    row = read_results(path).iloc[0]
+    assert row.experiment == "exp" and row.method == "noadapt" and row.accuracy == 12.5
+    assert row.refiner == "none" and row.params == "" and row.severity == 5
+    assert row.shift_param != row.shift_param  # no rho for an unshifted stream: NaN

@@ -49,11 +49,11 @@ def test_methods_without_updates_change_nothing(name):
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items() if "num_batches" not in k)
 
 
-@pytest.mark.parametrize("name", ["tent", "pl"])
+@pytest.mark.parametrize("name", ["tent", "pl", "sar"])
 def test_gradient_methods_change_only_bn_affine(name):
     model = _model()
     before = copy.deepcopy(model.state_dict())
-    options = {"threshold": 0.0} if name == "pl" else {}
+    options = {"pl": {"threshold": 0.0}, "sar": {"margin_factor": 2.0}}.get(name, {})
     adapter = tta.make(name, model, **options)
     for x in _batches():
         adapter(x)
@@ -86,9 +86,9 @@ def test_pl_loss_decreases_on_a_repeated_batch():
         assert float(torch.nn.functional.cross_entropy(model(x), labels)) < first
 
 
-@pytest.mark.parametrize("name", ["noadapt", "bnadapt", "tent", "pl", "lame"])
+@pytest.mark.parametrize("name", ["noadapt", "bnadapt", "tent", "pl", "lame", "sar"])
 def test_identity_refiner_reproduces_the_method_bit_for_bit(name):
-    options = {"threshold": 0.2} if name == "pl" else {}
+    options = {"pl": {"threshold": 0.2}, "sar": {"margin_factor": 2.0}}.get(name, {})
     plain_model, refined_model = _model(), _model()
     plain = tta.make(name, plain_model, **options)
     refined = tta.make(name, refined_model, refiner=_identity_refiner(), **options)
@@ -119,7 +119,7 @@ def test_reset_restores_the_source_model():
 
 
 def test_option_errors_are_clear():
-    with pytest.raises(KeyError, match="valid names: noadapt, bnadapt, tent, pl, lame"):
+    with pytest.raises(KeyError, match="valid names: noadapt, bnadapt, tent, pl, lame, sar"):
         tta.make("cotta", _model())
     with pytest.raises(ValueError, match="valid: adam, sgd"):
         tta.make("tent", _model(), optimizer="rmsprop")
@@ -146,3 +146,25 @@ def test_lame_knn_and_fixed_point():
     y = laplacian_solution(probs, w)
     assert y.argmax(1).tolist() == [0, 0, 1, 1]  # each point follows its confident neighbour
     torch.testing.assert_close(y, torch.softmax(torch.log(probs + 1e-10) + w @ y, 1), atol=1e-5, rtol=0)
+
+
+def test_sar_skips_the_last_stage_lowers_the_loss_and_resets():
+    from dartlib.models import resnet26
+
+    torch.manual_seed(0)
+    model = resnet26(5, width=2).eval()
+    before = copy.deepcopy(model.state_dict())
+    adapter = tta.make("sar", model, lr=1e-2, margin_factor=2.0)
+    x = _batches(1)[0]
+    with torch.no_grad():
+        first = float(tta.entropy(model(x)))
+    for _ in range(5):
+        adapter(x)
+    changed = {k for k, v in before.items() if not torch.equal(v, model.state_dict()[k])}
+    assert changed and not any(k.startswith("layer4.") for k in changed)
+    assert changed <= _bn_affine_names(model)
+    with torch.no_grad():
+        assert float(tta.entropy(model(x))) < first
+    resetting = tta.make("sar", resnet26(5, width=2).eval(), lr=1e-2, margin_factor=2.0, reset=True, reset_constant=10.0)
+    resetting(x)
+    assert resetting.ema is None  # the moving average fell below the constant: back to the source

@@ -76,12 +76,14 @@ class _GradientAdapter(Adapter):
         use_batch_statistics(self.model)
         self.params = set_trainable(self.model, "bn-affine")
         self.optimizer_name, self.lr = optimizer, lr
-        self.optimizer = make_optimizer(self.params, optimizer=optimizer, lr=lr)
-        self.initial_optimizer = self.optimizer.state_dict()
+        self.optimizer = self._new_optimizer()
+
+    def _new_optimizer(self) -> torch.optim.Optimizer:
+        return make_optimizer(self.params, optimizer=self.optimizer_name, lr=self.lr)
 
     def reset(self) -> None:
         super().reset()
-        self.optimizer = make_optimizer(self.params, optimizer=self.optimizer_name, lr=self.lr)
+        self.optimizer = self._new_optimizer()
 
     def step(self, loss: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)

@@ -49,7 +49,7 @@ def test_methods_without_updates_change_nothing(name):
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items() if "num_batches" not in k)
 
 
-@pytest.mark.parametrize("name", ["tent", "pl", "sar"])
+@pytest.mark.parametrize("name", ["tent", "pl", "sar", "delta"])
 def test_gradient_methods_change_only_bn_affine(name):
     model = _model()
     before = copy.deepcopy(model.state_dict())
@@ -57,8 +57,9 @@ def test_gradient_methods_change_only_bn_affine(name):
     adapter = tta.make(name, model, **options)
     for x in _batches():
         adapter(x)
-    changed = {k for k, v in before.items() if not torch.equal(v, model.state_dict()[k])}
-    assert changed and changed <= _bn_affine_names(model)
+    after = model.state_dict()
+    changed = {k for k, v in before.items() if k in after and not torch.equal(v, after[k])}
+    assert changed and changed <= _bn_affine_names(_model())
 
 
 def test_tent_loss_decreases_on_a_repeated_batch():
@@ -86,7 +87,7 @@ def test_pl_loss_decreases_on_a_repeated_batch():
         assert float(torch.nn.functional.cross_entropy(model(x), labels)) < first
 
 
-@pytest.mark.parametrize("name", ["noadapt", "bnadapt", "tent", "pl", "lame", "sar"])
+@pytest.mark.parametrize("name", ["noadapt", "bnadapt", "tent", "pl", "lame", "sar", "delta"])
 def test_identity_refiner_reproduces_the_method_bit_for_bit(name):
     options = {"pl": {"threshold": 0.2}, "sar": {"margin_factor": 2.0}}.get(name, {})
     plain_model, refined_model = _model(), _model()
@@ -119,7 +120,7 @@ def test_reset_restores_the_source_model():
 
 
 def test_option_errors_are_clear():
-    with pytest.raises(KeyError, match="valid names: noadapt, bnadapt, tent, pl, lame, sar"):
+    with pytest.raises(KeyError, match="valid names: noadapt, bnadapt, tent, pl, lame, sar, delta"):
         tta.make("cotta", _model())
     with pytest.raises(ValueError, match="valid: adam, sgd"):
         tta.make("tent", _model(), optimizer="rmsprop")
@@ -168,3 +169,28 @@ def test_sar_skips_the_last_stage_lowers_the_loss_and_resets():
     resetting = tta.make("sar", resnet26(5, width=2).eval(), lr=1e-2, margin_factor=2.0, reset=True, reset_constant=10.0)
     resetting(x)
     assert resetting.ema is None  # the moving average fell below the constant: back to the source
+
+
+def test_delta_tbr_and_dot():
+    from dartlib.tta.delta import TBRNorm
+
+    model = _model()
+    adapter = tta.make("delta", model, lr=1e-2)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+    x = _batches(1)[0]
+    out = adapter(x)
+    tbr = next(m for m in model.modules() if isinstance(m, TBRNorm))
+    assert bool(tbr.initialised)
+    q = adapter.q_hat
+    expected = 0.95 * torch.full((5,), 0.2) + 0.05 * torch.softmax(out, 1).mean(0)
+    torch.testing.assert_close(q, expected)
+    with torch.no_grad():
+        first = float(tta.entropy(model(x)))
+    for _ in range(10):
+        adapter(x)
+    with torch.no_grad():
+        assert float(tta.entropy(model(x))) < first
+    adapter.reset()
+    assert adapter.q_hat is None and not bool(tbr.initialised)
+    source = _model().state_dict()
+    assert all(torch.equal(source[k], v) for k, v in model.state_dict().items() if k in source)

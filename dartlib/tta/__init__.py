@@ -8,11 +8,12 @@ from dartlib.dart import Refiner
 from dartlib.registry import Registry
 from dartlib.tta.base import Adapter
 from dartlib.tta.basic import BNAdapt, NoAdapt, PseudoLabel, Tent, entropy
+from dartlib.tta.delta import Delta
 from dartlib.tta.lame import Lame
 from dartlib.tta.sar import Sar
 
 METHODS: Registry[type[Adapter]] = Registry(
-    "method", {"noadapt": NoAdapt, "bnadapt": BNAdapt, "tent": Tent, "pl": PseudoLabel, "lame": Lame, "sar": Sar}
+    "method", {"noadapt": NoAdapt, "bnadapt": BNAdapt, "tent": Tent, "pl": PseudoLabel, "lame": Lame, "sar": Sar, "delta": Delta}
 )
 
 
@@ -25,4 +26,4 @@ def make(name: str, model: nn.Module, *, refiner: Refiner | None = None, **optio
         raise TypeError(f"{name}: {err}") from None
 
 
-__all__ = ["METHODS", "Adapter", "BNAdapt", "Lame", "NoAdapt", "PseudoLabel", "Sar", "Tent", "entropy", "make"]
+__all__ = ["METHODS", "Adapter", "BNAdapt", "Delta", "Lame", "NoAdapt", "PseudoLabel", "Sar", "Tent", "entropy", "make"]

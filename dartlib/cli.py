@@ -56,22 +56,17 @@ def _cmd_data_download(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_prepare(args: argparse.Namespace) -> int:
+    from dartlib.data.corruptions import CORRUPTIONS
     from dartlib.data.prepare import prepare_corrupted
 
     folder = prepare_corrupted(
         args.dataset,
         severities=args.severities,
-        corruptions=args.corruptions or _all_corruptions(),
+        corruptions=args.corruptions or CORRUPTIONS,
         seed=args.seed,
     )
     print(f"{args.dataset}: written to {folder}")
     return 0
-
-
-def _all_corruptions() -> tuple[str, ...]:
-    from dartlib.data.corruptions import CORRUPTIONS
-
-    return CORRUPTIONS
 
 
 def _cmd_bench_corruptions(args: argparse.Namespace) -> int:

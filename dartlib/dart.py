@@ -169,9 +169,10 @@ class Refiner:
         wb = self.transform(source_logits)
         if wb is None:
             return logits
-        return refine(logits * self._last_scale(), *wb)
+        return refine(logits * self.current_scale(), *wb)
 
-    def _last_scale(self) -> float:
+    def current_scale(self) -> float:
+        """The logit multiplier applied to the current batch (fixed, or 1 / the running mean of T)."""
         if not self.adaptive_temperature:
             return self.temperature
         return 1.0 / float(np.mean(self._temperatures))

@@ -10,22 +10,13 @@ from torch import nn
 from tqdm import tqdm
 
 from dartlib.data.corruptions import CORRUPTIONS
+from dartlib.data.protocols import batches
 from dartlib.data.sources import load
 from dartlib.models import use_batch_statistics, use_source_statistics
-from dartlib.training import to_tensor
+from dartlib.training import batch_accuracy, to_tensor
 
 RESULT_COLUMNS = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner",
                   "seed", "n", "accuracy"]
-
-
-@torch.no_grad()
-def batch_accuracy(model: nn.Module, images, labels, *, batch_size: int = 200, device: str = "cpu") -> float:
-    """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in."""
-    correct = 0
-    for start in range(0, len(labels), batch_size):
-        logits = model(to_tensor(images[start : start + batch_size]).to(device))
-        correct += int((logits.argmax(1).cpu().numpy() == labels[start : start + batch_size]).sum())
-    return 100.0 * correct / len(labels)
 
 
 def corruption_accuracy(
@@ -54,18 +45,14 @@ def corruption_accuracy(
 def stream_logits(model: nn.Module, images, order, *, batch_size: int, device: str = "cpu") -> list[torch.Tensor]:
     """Logits of consecutive batches of a test stream (``order`` indexes ``images``), computed by
     ``model`` in its current BN mode; BN-adapt mode normalises each batch with its own statistics."""
-    return [model(to_tensor(images[idx]).to(device)).cpu() for idx in batches_of(order, batch_size)]
-
-
-def batches_of(order, batch_size: int) -> list:
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return [model(to_tensor(images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
 
 
 def stream_accuracy(logits: list[torch.Tensor], labels, order, *, batch_size: int, refiner=None) -> float:
     """Accuracy (%) of per-batch logits, optionally refined per batch (BNAdapt+DART: the refiner
     reads the same BN-adapted logits it refines)."""
     correct = 0
-    for batch_logits, idx in zip(logits, batches_of(order, batch_size)):
+    for batch_logits, idx in zip(logits, batches(order, batch_size=batch_size)):
         out = batch_logits if refiner is None else refiner(batch_logits, batch_logits)
         correct += int((out.argmax(1).numpy() == labels[idx]).sum())
     return 100.0 * correct / len(order)

@@ -65,10 +65,9 @@ def train_refiner(
     images = train.images[d_int]
     k = train.num_classes
     split = config.variant == "dart-split"
-    module = RefinementModule(k, hidden=config.hidden, inputs="pbar" if split else config.inputs,
-                              outputs=config.outputs, parameterisation=config.parameterisation,
-                              diagonal_only=config.diagonal_only).to(device)
-    detector = SeverityDetector().to(device) if split else None
+    module, detector = _build(config, k)
+    module = module.to(device)
+    detector = detector.to(device) if detector else None
     params = list(module.parameters()) + (list(detector.parameters()) if detector else [])
     opt = torch.optim.Adam(params, lr=config.lr)
     steps = len(d_int) // config.batch_size
@@ -155,15 +154,19 @@ def load_or_train_refiner(
     return refiner, log
 
 
-def _from_blob(blob: dict) -> Refiner:
-    config = DartConfig(**blob["config"])
+def _build(config: DartConfig, num_classes: int) -> tuple[RefinementModule, SeverityDetector | None]:
+    """g_phi (DART-split's g_phi2 reads p_bar only) and, for DART-split, the detector g_phi1."""
     split = config.variant == "dart-split"
-    module = RefinementModule(blob["num_classes"], hidden=config.hidden, inputs="pbar" if split else config.inputs,
+    module = RefinementModule(num_classes, hidden=config.hidden, inputs="pbar" if split else config.inputs,
                               outputs=config.outputs, parameterisation=config.parameterisation,
                               diagonal_only=config.diagonal_only)
+    return module, SeverityDetector() if split else None
+
+
+def _from_blob(blob: dict) -> Refiner:
+    config = DartConfig(**blob["config"])
+    module, detector = _build(config, blob["num_classes"])
     module.load_state_dict(blob["module"])
-    detector = None
-    if blob["detector"] is not None:
-        detector = SeverityDetector()
+    if detector is not None:
         detector.load_state_dict(blob["detector"])
     return Refiner(module=module.eval(), config=config, detector=detector)

@@ -97,16 +97,21 @@ def lr_at(recipe: Recipe, step: int, steps_per_epoch: int) -> float:
 
 
 @torch.no_grad()
+def batch_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 200,
+                   device: str = "cpu") -> float:
+    """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in."""
+    correct = 0
+    for start in range(0, len(labels), batch_size):
+        logits = model(to_tensor(images[start : start + batch_size]).to(device))
+        correct += int((logits.argmax(1).cpu().numpy() == labels[start : start + batch_size]).sum())
+    return 100.0 * correct / len(labels)
+
+
 def evaluate(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 500,
              device: str = "cpu") -> float:
     """Accuracy (%) in eval mode (source BN statistics)."""
     model.eval()
-    correct = 0
-    for start in range(0, len(labels), batch_size):
-        x = to_tensor(images[start : start + batch_size]).to(device)
-        pred = model(x).argmax(1).cpu().numpy()
-        correct += int((pred == labels[start : start + batch_size]).sum())
-    return 100.0 * correct / len(labels)
+    return batch_accuracy(model, images, labels, batch_size=batch_size, device=device)
 
 
 def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int) -> Path:

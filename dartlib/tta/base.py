@@ -42,7 +42,7 @@ class Adapter(abc.ABC):
             return None
         with torch.no_grad():
             wb = self.refiner.transform(self.source(x))
-        if wb is not None and self.refiner._last_scale() == 1.0 and _is_identity(*wb):
+        if wb is not None and self.refiner.current_scale() == 1.0 and _is_identity(*wb):
             # An exact identity is no refinement; skipping it keeps the method bit for bit (the
             # norm-preserving rescaling would otherwise add rounding-level gradient terms).
             return None
@@ -51,7 +51,7 @@ class Adapter(abc.ABC):
     def refined(self, logits: torch.Tensor, wb: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         if wb is None:
             return logits
-        return (logits * self.refiner._last_scale()) @ wb[0] + wb[1]
+        return (logits * self.refiner.current_scale()) @ wb[0] + wb[1]
 
     @abc.abstractmethod
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 from torch.nn import functional as F
@@ -51,3 +52,72 @@ def model_throughput(
         rows.append({"arch": arch, "device": device, "batch": batch, "eval_img_per_s": eval_rate,
                      "bnadapt_img_per_s": adapt_rate, "train_img_per_s": train_rate})
     return pd.DataFrame(rows)
+
+
+def dart_overhead(
+    model: torch.nn.Module, train, test, *, config, test_batch_size: int = 200, n_steps: int = 30,
+    stream_size: int = 4000, repeats: int = 3, device: str = "cpu",
+) -> pd.DataFrame:
+    """DART's cost relative to BNAdapt, measured in one process (issue criteria: intermediate
+    training at >= 0.8x the images/second of a BN-adapt forward pass at the intermediate batch
+    size; BNAdapt+DART at <= 1.05x the wall time of BNAdapt over the same test stream).
+
+    ``train`` and ``test`` are :class:`dartlib.data.sources.Dataset`; the test stream is the
+    first ``stream_size`` test images in order. Each timing is the best of ``repeats``, the two
+    members of a pair alternating so that machine noise hits both alike.
+    """
+    from dartlib.dart import RefinementModule, Refiner
+    from dartlib.data.protocols import batches
+    from dartlib.intermediate import train_refiner
+    from dartlib.models import frozen_bn_adapted
+    from dartlib.training import to_tensor
+
+    frozen = frozen_bn_adapted(model).to(device)
+    k = train.num_classes
+    # a forward pass over as many training images as the intermediate steps see (two batches each)
+    order = np.random.default_rng(0).permutation(len(train.labels))[: 2 * n_steps * config.batch_size]
+    train_x = [to_tensor(train.images[idx]) for idx in batches(order, batch_size=config.batch_size)]
+    test_order = np.arange(min(stream_size, len(test.labels)))
+    test_x = [to_tensor(test.images[idx]) for idx in batches(test_order, batch_size=test_batch_size)]
+    refiner = Refiner(module=RefinementModule(k, hidden=config.hidden), config=config)
+
+    @torch.no_grad()
+    def bn_forward() -> None:
+        for x in train_x:
+            frozen(x.to(device))
+
+    def intermediate() -> None:
+        train_refiner(model, train, config, device=device, progress=False, max_steps=n_steps)
+
+    @torch.no_grad()
+    def bnadapt(refine: bool) -> None:
+        for x in test_x:
+            logits = frozen(x.to(device))
+            out = refiner(logits, logits) if refine else logits
+            out.argmax(1).cpu()
+
+    best = {"bn_forward": float("inf"), "intermediate": float("inf"), "bnadapt": float("inf"), "bnadapt_dart": float("inf")}
+    bn_forward()  # warm-up
+    bnadapt(True)
+    for _ in range(repeats):
+        for name, fn in (("bn_forward", bn_forward), ("intermediate", intermediate),
+                         ("bnadapt", lambda: bnadapt(False)), ("bnadapt_dart", lambda: bnadapt(True))):
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    n_train = 2 * n_steps * config.batch_size
+    rows = [
+        {"measure": "BN-adapt forward, intermediate batch size", "images": n_train, "seconds": best["bn_forward"],
+         "img_per_s": n_train / best["bn_forward"]},
+        {"measure": "intermediate training (Dirichlet + i.i.d. batch per step)", "images": n_train,
+         "seconds": best["intermediate"], "img_per_s": n_train / best["intermediate"]},
+        {"measure": "BNAdapt over the test stream", "images": len(test_order), "seconds": best["bnadapt"],
+         "img_per_s": len(test_order) / best["bnadapt"]},
+        {"measure": "BNAdapt+DART over the test stream", "images": len(test_order), "seconds": best["bnadapt_dart"],
+         "img_per_s": len(test_order) / best["bnadapt_dart"]},
+    ]
+    table = pd.DataFrame(rows)
+    table.attrs["intermediate_over_forward"] = rows[1]["img_per_s"] / rows[0]["img_per_s"]
+    table.attrs["dart_over_bnadapt_wall"] = best["bnadapt_dart"] / best["bnadapt"]
+    table.attrs["device"] = device
+    return table

@@ -92,6 +92,56 @@ def _cmd_bench_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_dart(args: argparse.Namespace) -> int:
+    import torch
+
+    from dartlib.bench import dart_overhead
+    from dartlib.dart import DartConfig
+    from dartlib.data import load
+    from dartlib.profiles import load_profile
+    from dartlib.training import checkpoint_path, load_checkpoint
+
+    p = load_profile(args.profile)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    ckpt = checkpoint_path(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"], seed=p["seed"])
+    if not ckpt.is_file():
+        raise FileNotFoundError(f"no source checkpoint at {ckpt}; train it first: python -m dartlib train --profile {args.profile}")
+    model, _ = load_checkpoint(ckpt, device=device)
+    config = DartConfig(delta=p["dir_delta"], n_dir=p["dart_n_dir"], batch_size=p["int_batch_size"], hidden=p["dart_hidden"],
+                        per_class=p["dart_per_class"] or None, seed=p["seed"])
+    train = load(p["source_dataset"], split="train")
+    test = load(p["source_dataset"], split="test")
+    table = dart_overhead(model, train, test, config=config, test_batch_size=p["test_batch_size"], n_steps=args.steps,
+                          stream_size=args.stream, repeats=args.repeats, device=device)
+    print(f"profile {args.profile}: {p['source_arch']} on {p['source_dataset']}, device {device}, torch threads "
+          f"{torch.get_num_threads()}, best of {args.repeats}")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"intermediate training / BN-adapt forward, images per second: {table.attrs['intermediate_over_forward']:.3f} (target >= 0.8)")
+    print(f"BNAdapt+DART / BNAdapt, wall time over the stream: {table.attrs['dart_over_bnadapt_wall']:.3f} (target <= 1.05)")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from dartlib.profiles import load_profile
+    from dartlib.training import load_checkpoint, train_source
+
+    p = load_profile(args.profile) if args.profile else {}
+    dataset = args.dataset or p.get("source_dataset")
+    arch = args.arch or p.get("source_arch")
+    recipe = args.recipe or p.get("source_recipe")
+    if not (dataset and arch and recipe):
+        raise SystemExit("give --profile, or all of --dataset, --arch and --recipe")
+    seed = args.seed if args.seed is not None else p.get("seed", 0)
+    path = train_source(dataset=dataset, arch=arch, recipe=recipe, seed=seed, progress=not args.quiet,
+                        max_epochs=args.max_epochs)
+    if path.name.endswith(".partial.pt"):
+        print(f"stopped after --max-epochs; resume with the same command: {path}")
+        return 0
+    _, meta = load_checkpoint(path)
+    print(f"{path}: clean test accuracy {meta['clean_test_accuracy']:.2f}% after {meta['epochs']} epochs")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dartlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -134,6 +184,22 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--batch", type=int, default=200)
     models.add_argument("--repeats", type=int, default=3)
     models.set_defaults(func=_cmd_bench_models)
+    dartb = bench.add_parser("dart", help="DART's cost: intermediate training vs BN-adapt forward, BNAdapt+DART vs BNAdapt")
+    dartb.add_argument("--profile", default=DEFAULT_PROFILE)
+    dartb.add_argument("--steps", type=int, default=50, help="intermediate steps timed")
+    dartb.add_argument("--stream", type=int, default=4000, help="test images in the timed stream")
+    dartb.add_argument("--repeats", type=int, default=3)
+    dartb.set_defaults(func=_cmd_bench_dart)
+
+    train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
+    train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile")
+    train.add_argument("--dataset")
+    train.add_argument("--arch")
+    train.add_argument("--recipe")
+    train.add_argument("--seed", type=int)
+    train.add_argument("--max-epochs", type=int, help="stop after this many epochs in this call (the next call resumes)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.set_defaults(func=_cmd_train)
     return parser
 
 

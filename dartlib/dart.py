@@ -14,6 +14,10 @@ Parameterisation (our choice; the paper does not say): the MLP's output layer st
 its output is read as a *residual* around the identity, W = I + dW, b = db, so an untrained
 module leaves predictions unchanged and L_bal pulls towards the starting point. ``direct``
 reads W itself from the output (default PyTorch initialisation), for comparison.
+
+The additive-parameter variant of Table 5 (``outputs="additive"``, inspired by LSA) instead emits
+an affine transform of the penultimate features and a difference for the last linear layer's
+weights; its hidden width is chosen so that g_phi keeps the affine module's parameter count.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-OUTPUTS = ("wb", "w", "b")
+OUTPUTS = ("wb", "w", "b")  # the affine refinement; "additive" selects AdditiveRefinementModule
 INPUTS = ("pbar-d", "pbar")
 PARAMETERISATIONS = ("residual", "direct")
 
@@ -90,6 +94,48 @@ class RefinementModule(nn.Module):
         return w, b
 
 
+def matched_hidden(num_classes: int, feature_dim: int, *, hidden: int = 1000, inputs: str = "pbar-d") -> int:
+    """Hidden width of the additive-parameter g_phi with (nearly) the parameter count of the
+    affine g_phi of width ``hidden`` (Table 5: "we maintain the number of parameters of g_phi")."""
+    n_in = num_classes + (1 if inputs == "pbar-d" else 0)
+    target = (n_in + 1) * hidden + (hidden + 1) * (num_classes * num_classes + num_classes)
+    n_out = 2 * feature_dim + num_classes * feature_dim
+    return max(1, round((target - n_out) / (n_in + 1 + n_out)))
+
+
+class AdditiveRefinementModule(nn.Module):
+    """The additive-parameter variant of g_phi (Appendix, Table 5): from [p_bar, d] to a scale
+    and shift of the penultimate features z and a difference dW of the last layer's weights;
+    refined logits ((1 + gamma) * z + beta) (W_fc + dW)^T + b_fc. The output layer starts at
+    zero, so an untrained module leaves predictions unchanged (our choice, as for the affine one)."""
+
+    def __init__(self, num_classes: int, feature_dim: int, *, hidden: int, inputs: str = "pbar-d") -> None:
+        super().__init__()
+        if inputs not in INPUTS:
+            raise ValueError(f"unknown inputs {inputs!r}; valid: {', '.join(INPUTS)}")
+        self.k, self.f, self.inputs = num_classes, feature_dim, inputs
+        n_in = num_classes + (1 if inputs == "pbar-d" else 0)
+        self.net = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, 2 * feature_dim + num_classes * feature_dim))
+        nn.init.zeros_(self.net[2].weight)
+        nn.init.zeros_(self.net[2].bias)
+
+    def forward(self, p_bar: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """p_bar (..., K), d (...) -> gamma (..., F), beta (..., F), dW (..., K, F)."""
+        x = torch.cat([p_bar, d[..., None]], dim=-1) if self.inputs == "pbar-d" else p_bar
+        out = self.net(x)
+        f = self.f
+        return out[..., :f], out[..., f : 2 * f], out[..., 2 * f :].reshape(*out.shape[:-1], self.k, f)
+
+
+def additive_refine(features: torch.Tensor, head: tuple[torch.Tensor, torch.Tensor],
+                    params: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Logits of the last linear layer ``head`` = (weight (K, F), bias (K,)) modified by the
+    additive parameters (gamma, beta, dW) on penultimate ``features`` (B, F)."""
+    gamma, beta, dw = params
+    weight, bias = head
+    return (features * (1.0 + gamma) + beta) @ (weight + dw).transpose(-1, -2) + bias
+
+
 class SeverityDetector(nn.Module):
     """DART-split's g_phi1: one linear unit on d; s = sigmoid(g(d)) (Appendix B)."""
 
@@ -124,6 +170,10 @@ class DartConfig:
     def __post_init__(self) -> None:
         if self.variant not in ("dart", "dart-split"):
             raise ValueError(f"unknown variant {self.variant!r}; valid: dart, dart-split")
+        if self.outputs not in (*OUTPUTS, "additive"):
+            raise ValueError(f"unknown outputs {self.outputs!r}; valid: {', '.join((*OUTPUTS, 'additive'))}")
+        if self.outputs == "additive" and self.variant != "dart":
+            raise ValueError("the additive-parameter variant exists for DART only, not DART-split")
         if self.sampling not in ("dirichlet", "unif-lt"):
             raise ValueError(f"unknown sampling {self.sampling!r}; valid: dirichlet, unif-lt")
 
@@ -137,12 +187,13 @@ class Refiner:
     Appendix B (ImageNet-C), computed from the source statistics in ``train_logit_stats``.
     """
 
-    module: RefinementModule
+    module: RefinementModule | AdditiveRefinementModule
     config: DartConfig
     detector: SeverityDetector | None = None
     temperature: float = 1.0
     adaptive_temperature: bool = False
     train_logit_stats: dict | None = None
+    head: tuple[torch.Tensor, torch.Tensor] | None = None  # the source model's last layer (additive variant)
     _temperatures: list[float] = field(default_factory=list, repr=False)
 
     def reset(self) -> None:
@@ -155,20 +206,28 @@ class Refiner:
         return 1.0 / float(np.mean(self._temperatures))
 
     @torch.no_grad()
-    def transform(self, source_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(W_B, b_B) for a test batch from the logits of f_theta0_bar on it, or None when
-        DART-split's detector judges the shift not severe (s_B <= 0.5)."""
+    def transform(self, source_logits: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
+        """(W_B, b_B) for a test batch from the logits of f_theta0_bar on it ((gamma, beta, dW)
+        for the additive variant), or None when DART-split's detector judges the shift not
+        severe (s_B <= 0.5)."""
         scaled = source_logits * self._scale(source_logits)
         p_bar, d = batch_statistics(scaled)
         if self.detector is not None and torch.sigmoid(self.detector(d)) <= 0.5:
             return None
         return self.module(p_bar, d)
 
-    def __call__(self, logits: torch.Tensor, source_logits: torch.Tensor) -> torch.Tensor:
-        """Refined logits of ``logits`` (from the model being adapted) for this batch."""
+    def __call__(self, logits: torch.Tensor, source_logits: torch.Tensor, *,
+                 features: torch.Tensor | None = None) -> torch.Tensor:
+        """Refined logits of ``logits`` (from the model being adapted) for this batch; the
+        additive variant refines that model's penultimate ``features`` instead."""
         wb = self.transform(source_logits)
         if wb is None:
             return logits
+        if self.config.outputs == "additive":
+            if features is None or self.head is None:
+                raise ValueError("the additive-parameter variant refines penultimate features: pass features= "
+                                 "(and build the refiner with the source model's head)")
+            return additive_refine(features, self.head, wb) * self.current_scale()
         return refine(logits * self.current_scale(), *wb)
 
     def current_scale(self) -> float:

@@ -48,11 +48,20 @@ def stream_logits(model: nn.Module, images, order, *, batch_size: int, device: s
     return [model(to_tensor(images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
 
 
-def stream_accuracy(logits: list[torch.Tensor], labels, order, *, batch_size: int, refiner=None) -> float:
+@torch.no_grad()
+def stream_features(model: nn.Module, images, order, *, batch_size: int, device: str = "cpu") -> list[torch.Tensor]:
+    """Penultimate features of consecutive batches of a test stream (the logits are
+    ``model.head`` of them), for the additive-parameter variant of DART."""
+    return [model.features(to_tensor(images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
+
+
+def stream_accuracy(logits: list[torch.Tensor], labels, order, *, batch_size: int, refiner=None,
+                    features: list[torch.Tensor] | None = None) -> float:
     """Accuracy (%) of per-batch logits, optionally refined per batch (BNAdapt+DART: the refiner
-    reads the same BN-adapted logits it refines)."""
+    reads the same BN-adapted logits it refines; the additive variant also needs ``features``)."""
     correct = 0
-    for batch_logits, idx in zip(logits, batches(order, batch_size=batch_size)):
-        out = batch_logits if refiner is None else refiner(batch_logits, batch_logits)
+    for i, (batch_logits, idx) in enumerate(zip(logits, batches(order, batch_size=batch_size))):
+        feats = None if features is None else features[i]
+        out = batch_logits if refiner is None else refiner(batch_logits, batch_logits, features=feats)
         correct += int((out.argmax(1).numpy() == labels[idx]).sum())
     return 100.0 * correct / len(order)

@@ -20,7 +20,19 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from dartlib import __version__
-from dartlib.dart import DartConfig, RefinementModule, Refiner, SeverityDetector, batch_statistics, config_dict, cosine_lr, refine
+from dartlib.dart import (
+    AdditiveRefinementModule,
+    DartConfig,
+    RefinementModule,
+    Refiner,
+    SeverityDetector,
+    additive_refine,
+    batch_statistics,
+    config_dict,
+    cosine_lr,
+    matched_hidden,
+    refine,
+)
 from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, long_tailed_counts
 from dartlib.data.sources import Dataset
 from dartlib.models import frozen_bn_adapted
@@ -65,7 +77,9 @@ def train_refiner(
     images = train.images[d_int]
     k = train.num_classes
     split = config.variant == "dart-split"
-    module, detector = _build(config, k)
+    additive = config.outputs == "additive"
+    head = (frozen.head.weight.detach().clone(), frozen.head.bias.detach().clone()) if additive else None
+    module, detector = _build(config, k, feature_dim=frozen.head.in_features if additive else None)
     module = module.to(device)
     detector = detector.to(device) if detector else None
     params = list(module.parameters()) + (list(detector.parameters()) if detector else [])
@@ -77,9 +91,13 @@ def train_refiner(
     bar = tqdm(total=total, desc=f"intermediate training ({config.variant})", disable=not progress)
     step = 0
 
-    def logits_of(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def logits_of(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         with torch.no_grad():
-            return frozen(to_tensor(images[idx]).to(device)), torch.from_numpy(labels[idx]).to(device)
+            x, y = to_tensor(images[idx]).to(device), torch.from_numpy(labels[idx]).to(device)
+            if not additive:
+                return frozen(x), y, None
+            feats = frozen.features(x)
+            return frozen.head(feats), y, feats
 
     for epoch in range(config.epochs):
         if step >= total:
@@ -89,18 +107,23 @@ def train_refiner(
         for i in range(steps):
             if step >= total:
                 break
-            l_imb, y_imb = logits_of(imbalanced[i])
-            l_bal, _ = logits_of(iid[i * config.batch_size : (i + 1) * config.batch_size])
+            l_imb, y_imb, f_imb = logits_of(imbalanced[i])
+            l_bal, _, _ = logits_of(iid[i * config.batch_size : (i + 1) * config.batch_size])
             p_imb, d_imb = batch_statistics(l_imb)
             p_bal, d_bal = batch_statistics(l_bal)
-            w, b = module(p_imb, d_imb)
-            loss_imb = F.cross_entropy(refine(l_imb, w, b), y_imb)
+            out = module(p_imb, d_imb)
+            refined = additive_refine(f_imb, head, out) if additive else refine(l_imb, *out)
+            loss_imb = F.cross_entropy(refined, y_imb)
             entry = {"epoch": epoch + 1, "step": step + 1, "loss_imb": float(loss_imb.detach())}
             if split:
                 scores = detector(torch.stack([d_bal, d_imb]))
                 loss_aux = F.binary_cross_entropy_with_logits(scores, torch.tensor([0.0, 1.0], device=device))
                 entry["loss_detect"] = float(loss_aux.detach())
                 loss = loss_imb + loss_aux  # disjoint parameters: the same as two separate updates
+            elif additive:  # identity = all additive parameters zero
+                loss_aux = sum(F.mse_loss(t, torch.zeros_like(t)) for t in module(p_bal, d_bal))
+                entry["loss_bal"] = float(loss_aux.detach())
+                loss = loss_imb + config.alpha * loss_aux
             else:
                 w_bal, b_bal = module(p_bal, d_bal)
                 loss_aux = F.mse_loss(w_bal, eye) + F.mse_loss(b_bal, torch.zeros_like(b_bal))
@@ -120,7 +143,8 @@ def train_refiner(
                 bar.set_postfix(loss_imb=f"{entry['loss_imb']:.3f}")
     bar.close()
     module.eval()
-    return Refiner(module=module.cpu(), config=config, detector=detector.cpu() if detector else None), log
+    head = tuple(t.cpu() for t in head) if head else None
+    return Refiner(module=module.cpu(), config=config, detector=detector.cpu() if detector else None, head=head), log
 
 
 def refiner_path(checkpoint: Path, config: DartConfig) -> Path:
@@ -144,6 +168,7 @@ def load_or_train_refiner(
         "detector": refiner.detector.state_dict() if refiner.detector else None,
         "config": config_dict(config),
         "num_classes": train.num_classes,
+        "head": refiner.head,
         "log": log,
         "meta": {"source_checkpoint": checkpoint.name, "train_digest": train.digest(), "seconds": time.perf_counter() - start,
                  "device": device, "dartlib_version": __version__},
@@ -154,8 +179,12 @@ def load_or_train_refiner(
     return refiner, log
 
 
-def _build(config: DartConfig, num_classes: int) -> tuple[RefinementModule, SeverityDetector | None]:
+def _build(config: DartConfig, num_classes: int, *, feature_dim: int | None = None,
+           ) -> tuple[RefinementModule | AdditiveRefinementModule, SeverityDetector | None]:
     """g_phi (DART-split's g_phi2 reads p_bar only) and, for DART-split, the detector g_phi1."""
+    if config.outputs == "additive":
+        hidden = matched_hidden(num_classes, feature_dim, hidden=config.hidden, inputs=config.inputs)
+        return AdditiveRefinementModule(num_classes, feature_dim, hidden=hidden, inputs=config.inputs), None
     split = config.variant == "dart-split"
     module = RefinementModule(num_classes, hidden=config.hidden, inputs="pbar" if split else config.inputs,
                               outputs=config.outputs, parameterisation=config.parameterisation,
@@ -165,8 +194,9 @@ def _build(config: DartConfig, num_classes: int) -> tuple[RefinementModule, Seve
 
 def _from_blob(blob: dict) -> Refiner:
     config = DartConfig(**blob["config"])
-    module, detector = _build(config, blob["num_classes"])
+    head = blob.get("head")
+    module, detector = _build(config, blob["num_classes"], feature_dim=head[0].shape[1] if head else None)
     module.load_state_dict(blob["module"])
     if detector is not None:
         detector.load_state_dict(blob["detector"])
-    return Refiner(module=module.eval(), config=config, detector=detector)
+    return Refiner(module=module.eval(), config=config, detector=detector, head=head)

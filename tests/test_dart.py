@@ -142,3 +142,99 @@ def test_config_validation():
         dart.DartConfig(variant="dart2")
     with pytest.raises(ValueError, match="valid: dirichlet, unif-lt"):
         dart.DartConfig(sampling="zipf")
+    with pytest.raises(ValueError, match="valid: wb, w, b, additive"):
+        dart.DartConfig(outputs="both")
+    with pytest.raises(ValueError, match="DART only"):
+        dart.DartConfig(variant="dart-split", outputs="additive")
+
+
+def test_additive_variant_keeps_the_parameter_count_and_starts_at_the_identity():
+    k, f = 10, 128  # narrow ResNet-26: 128 penultimate features
+    affine = dart.RefinementModule(k, hidden=1000)
+    hidden = dart.matched_hidden(k, f, hidden=1000)
+    additive = dart.AdditiveRefinementModule(k, f, hidden=hidden)
+    n_affine = sum(p.numel() for p in affine.parameters())
+    n_additive = sum(p.numel() for p in additive.parameters())
+    assert n_affine == 122_110 and hidden == 78
+    assert abs(n_additive - n_affine) / n_affine < 0.01
+    p, d = torch.rand(3, k).softmax(1), torch.rand(3)
+    gamma, beta, dw = additive(p, d)
+    assert gamma.shape == beta.shape == (3, f) and dw.shape == (3, k, f)
+    feats, weight, bias = torch.randn(5, f), torch.randn(k, f), torch.randn(k)
+    out = dart.additive_refine(feats, (weight, bias), additive(p[0], d[0]))
+    torch.testing.assert_close(out, feats @ weight.T + bias)
+    # a non-zero output acts as documented: scaled and shifted features through a shifted head
+    g, bt, dW = torch.full((f,), 0.5), torch.full((f,), 0.1), torch.full((k, f), 0.01)
+    expected = (feats * 1.5 + 0.1) @ (weight + 0.01).T + bias
+    torch.testing.assert_close(dart.additive_refine(feats, (weight, bias), (g, bt, dW)), expected)
+
+
+def test_additive_variant_trains_only_phi_and_needs_features(tiny_setup, tmp_path):
+    model, ds = tiny_setup
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    config = dart.DartConfig(epochs=1, batch_size=32, hidden=16, n_dir=5, per_class=100, outputs="additive")
+    ckpt = tmp_path / "source.pt"
+    ckpt.write_bytes(b"")
+    refiner, log = load_or_train_refiner(ckpt, model, ds, config, progress=False)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    assert "loss_bal" in log[0] and refiner.head is not None
+    x = torch.from_numpy(ds.images[:32]).permute(0, 3, 1, 2).float() / 255
+    with torch.no_grad():
+        feats = model.features(x)
+        logits = model.head(feats)
+    with pytest.raises(ValueError, match="features="):
+        refiner(logits, logits)
+    refined = refiner(logits, logits, features=feats)
+    assert refined.shape == logits.shape and not torch.allclose(refined, logits)
+    again, _ = load_or_train_refiner(ckpt, model, ds, config, progress=False)  # from the saved file
+    torch.testing.assert_close(again(logits, logits, features=feats), refined)
+
+
+def test_every_ablation_option_trains(tiny_setup):
+    model, ds = tiny_setup
+    variants = [dict(inputs="pbar"), dict(outputs="w"), dict(outputs="b"), dict(sampling="unif-lt"),
+                dict(parameterisation="direct"), dict(diagonal_only=True), dict(alpha=0.0)]
+    for changes in variants:
+        config = dart.DartConfig(epochs=1, batch_size=32, hidden=8, n_dir=5, per_class=100, **changes)
+        refiner, log = train_refiner(model, ds, config, progress=False, max_steps=3)
+        assert len(log) == 3 and np.isfinite([e["loss_imb"] for e in log]).all(), changes
+        logits = torch.randn(8, 4)
+        assert refiner(logits, logits).shape == (8, 4)
+
+
+def test_fixed_temperature_scales_the_logits_it_refines():
+    module = dart.RefinementModule(3, hidden=4)  # residual and untrained: W = I, b = 0
+    refiner = dart.Refiner(module=module, config=dart.DartConfig(), temperature=2.0)
+    logits = torch.randn(5, 3)
+    torch.testing.assert_close(refiner(logits, logits), 2.0 * logits)
+
+
+def test_adaptive_temperature_is_the_running_mean_of_appendix_b():
+    stats = {"max": 6.0, "sum": 1.0}
+    k = 4
+    ratio = (1.0 + stats["max"]) / (k + stats["sum"])
+    batches = [torch.randn(16, k) * s for s in (1.0, 3.0, 0.5)]
+    expected_t = [(float(b.max(1).values.mean()) - float(b.sum(1).mean()) * ratio) / (k * ratio - 1.0) for b in batches]
+    for b, t in zip(batches, expected_t):
+        assert dart.adaptive_temperature(b, stats) == pytest.approx(t)
+    refiner = dart.Refiner(module=dart.RefinementModule(k, hidden=4), config=dart.DartConfig(),
+                           adaptive_temperature=True, train_logit_stats=stats)
+    for i, b in enumerate(batches):
+        out = refiner(b, b)
+        scale = 1.0 / np.mean(expected_t[: i + 1])
+        torch.testing.assert_close(out, b * scale)
+    refiner.reset()
+    torch.testing.assert_close(refiner(batches[2], batches[2]), batches[2] / expected_t[2])
+    with pytest.raises(ValueError, match="train_logit_stats"):
+        dart.adaptive_temperature(batches[0], None)
+
+
+def test_dart_overhead_benchmark_measures_both_ratios(tiny_setup):
+    from dartlib.bench import dart_overhead
+
+    model, ds = tiny_setup
+    config = dart.DartConfig(batch_size=32, hidden=16, n_dir=5, per_class=100)
+    table = dart_overhead(model, ds, ds, config=config, test_batch_size=50, n_steps=2, stream_size=100, repeats=1)
+    assert list(table.images) == [128, 128, 100, 100]
+    assert (table.img_per_s > 0).all()
+    assert table.attrs["intermediate_over_forward"] > 0 and table.attrs["dart_over_bnadapt_wall"] > 0

@@ -114,6 +114,38 @@ def evaluate(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_
     return batch_accuracy(model, images, labels, batch_size=batch_size, device=device)
 
 
+def sgd_epoch(
+    model: nn.Module, opt: torch.optim.Optimizer, *, images: np.ndarray, labels: torch.Tensor, order: torch.Tensor,
+    steps: int, batch_size: int, augmentation: str, gen: torch.Generator, lr_of_step, device: str, desc: str,
+    progress: bool,
+) -> tuple[float, int, int]:
+    """One epoch of cross-entropy steps over ``order``; returns (loss sum, correct, seen). On a
+    GPU: bfloat16 autocast and channels-last."""
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else _nullcontext()
+    loss_sum, correct, seen = 0.0, 0, 0
+    bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
+    for i in bar:
+        idx = order[i * batch_size : (i + 1) * batch_size]
+        x = _augment(to_tensor(images[idx.numpy()]), augmentation, gen).to(device)
+        y = labels[idx].to(device)
+        if device == "cuda":
+            x = x.contiguous(memory_format=torch.channels_last)
+        for group in opt.param_groups:
+            group["lr"] = lr_of_step(i)
+        with amp:
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss_sum += float(loss.detach()) * len(y)
+        correct += int((logits.detach().argmax(1) == y).sum())
+        seen += len(y)
+        if i % 20 == 0:
+            bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{100 * correct / seen:.1f}")
+    return loss_sum, correct, seen
+
+
 def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int) -> Path:
     return data_root() / "checkpoints" / f"{dataset}-{arch}-{recipe}-seed{seed}.pt"
 
@@ -160,33 +192,15 @@ def train_source(
     steps = len(train) // rec.batch_size
     x_all, y_all = train.images, torch.from_numpy(train.labels)
     stop = rec.epochs if max_epochs is None else min(rec.epochs, start_epoch + max_epochs)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else _nullcontext()
     for epoch in range(start_epoch, stop):
         t0 = time.perf_counter()
         gen = torch.Generator().manual_seed(seed * 1000 + epoch)  # per-epoch stream: resuming is exact
         order = torch.randperm(len(train), generator=gen)
         model.train()
-        loss_sum, correct, seen = 0.0, 0, 0
-        bar = tqdm(range(steps), desc=f"{arch} {dataset} epoch {epoch + 1}/{rec.epochs}", disable=not progress, leave=False)
-        for i in bar:
-            idx = order[i * rec.batch_size : (i + 1) * rec.batch_size]
-            x = _augment(to_tensor(x_all[idx.numpy()]), rec.augmentation, gen).to(device)
-            y = y_all[idx].to(device)
-            if device == "cuda":
-                x = x.contiguous(memory_format=torch.channels_last)
-            for group in opt.param_groups:
-                group["lr"] = lr_at(rec, epoch * steps + i, steps)
-            with amp:
-                logits = model(x)
-                loss = F.cross_entropy(logits, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            loss_sum += float(loss.detach()) * len(y)
-            correct += int((logits.detach().argmax(1) == y).sum())
-            seen += len(y)
-            if i % 20 == 0:
-                bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{100 * correct / seen:.1f}")
+        loss_sum, correct, seen = sgd_epoch(
+            model, opt, images=x_all, labels=y_all, order=order, steps=steps, batch_size=rec.batch_size,
+            augmentation=rec.augmentation, gen=gen, lr_of_step=lambda i: lr_at(rec, epoch * steps + i, steps), device=device,
+            desc=f"{arch} {dataset} epoch {epoch + 1}/{rec.epochs}", progress=progress)
         test_acc = evaluate(model, test.images, test.labels, device=device)
         elapsed += time.perf_counter() - t0
         history.append({"epoch": epoch + 1, "train_loss": loss_sum / seen, "train_acc": 100 * correct / seen,

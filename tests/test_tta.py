@@ -49,11 +49,14 @@ def test_methods_without_updates_change_nothing(name):
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items() if "num_batches" not in k)
 
 
-@pytest.mark.parametrize("name", ["tent", "pl", "sar", "delta"])
+OPTIONS = {"pl": {"threshold": 0.0}, "sar": {"margin_factor": 2.0}, "memo": {"n_augmentations": 2}}
+
+
+@pytest.mark.parametrize("name", ["tent", "pl", "sar", "delta", "ods", "memo", "roid"])
 def test_gradient_methods_change_only_bn_affine(name):
     model = _model()
     before = copy.deepcopy(model.state_dict())
-    options = {"pl": {"threshold": 0.0}, "sar": {"margin_factor": 2.0}}.get(name, {})
+    options = OPTIONS.get(name, {})
     adapter = tta.make(name, model, **options)
     for x in _batches():
         adapter(x)
@@ -87,9 +90,9 @@ def test_pl_loss_decreases_on_a_repeated_batch():
         assert float(torch.nn.functional.cross_entropy(model(x), labels)) < first
 
 
-@pytest.mark.parametrize("name", ["noadapt", "bnadapt", "tent", "pl", "lame", "sar", "delta"])
+@pytest.mark.parametrize("name", ["noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar", "memo", "roid"])
 def test_identity_refiner_reproduces_the_method_bit_for_bit(name):
-    options = {"pl": {"threshold": 0.2}, "sar": {"margin_factor": 2.0}}.get(name, {})
+    options = {**OPTIONS, "pl": {"threshold": 0.2}, "note": {"memory": 8}}.get(name, {})
     plain_model, refined_model = _model(), _model()
     plain = tta.make(name, plain_model, **options)
     refined = tta.make(name, refined_model, refiner=_identity_refiner(), **options)
@@ -120,7 +123,7 @@ def test_reset_restores_the_source_model():
 
 
 def test_option_errors_are_clear():
-    with pytest.raises(KeyError, match="valid names: noadapt, bnadapt, tent, pl, lame, sar, delta"):
+    with pytest.raises(KeyError, match="valid names: noadapt, bnadapt, tent, pl, note, delta, ods, lame, sar, memo, roid"):
         tta.make("cotta", _model())
     with pytest.raises(ValueError, match="valid: adam, sgd"):
         tta.make("tent", _model(), optimizer="rmsprop")
@@ -130,6 +133,12 @@ def test_option_errors_are_clear():
         tta.make("bnadapt", _model(), lr=0.1)
     with pytest.raises(ValueError, match="threshold"):
         tta.make("pl", _model(), threshold=1.5)
+    with pytest.raises(ValueError, match="valid: geometric, arithmetic"):
+        tta.make("ods", _model(), combination="harmonic")
+    with pytest.raises(ValueError, match="valid: batch, source"):
+        tta.make("memo", _model(), bn="group")
+    with pytest.raises(ValueError, match="memory must be positive"):
+        tta.make("note", _model(), memory=0)
 
 
 def test_entropy_normalisations():
@@ -194,3 +203,141 @@ def test_delta_tbr_and_dot():
     assert adapter.q_hat is None and not bool(tbr.initialised)
     source = _model().state_dict()
     assert all(torch.equal(source[k], v) for k, v in model.state_dict().items() if k in source)
+
+
+def test_iabn_limits_are_bn_and_instance_norm():
+    from dartlib.tta.note import IABN2d
+
+    bn = torch.nn.BatchNorm2d(3)
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.tensor([0.1, -0.2, 0.3]))
+        bn.running_var.copy_(torch.tensor([1.5, 0.5, 2.0]))
+        bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        bn.bias.copy_(torch.tensor([0.0, 1.0, -1.0]))
+    bn.eval()
+    x = torch.randn(4, 3, 5, 5) * 2 + 1
+    wide = IABN2d(bn, k=1e9)  # never trusts the instance statistics: plain BN
+    torch.testing.assert_close(wide(x), bn(x))
+    narrow = IABN2d(bn, k=0.0)  # always trusts them: instance normalisation (unbiased variance)
+    var, mu = torch.var_mean(x, dim=(2, 3), keepdim=True, unbiased=True)
+    expected = (x - mu) / torch.sqrt(var + bn.eps) * bn.weight.view(1, 3, 1, 1) + bn.bias.view(1, 3, 1, 1)
+    torch.testing.assert_close(narrow(x), expected)
+
+
+def test_prediction_balanced_memory():
+    from dartlib.tta.note import PredictionBalancedMemory
+
+    memory = PredictionBalancedMemory(4, 2, seed=0)
+    for i in range(4):
+        assert memory.add(torch.full((1,), float(i)), 0)
+    assert memory.counts() == [4, 0]
+    assert memory.add(torch.zeros(1), 1)  # a minority prediction evicts a majority sample
+    assert memory.counts() == [3, 1] and len(memory) == 4
+    kept = sum(memory.add(torch.zeros(1), 0) for _ in range(200))  # majority: reservoir sampling
+    assert memory.counts() == [3, 1] and 0 < kept < 40
+    assert memory.batch().shape == (4, 1)
+
+
+def test_note_adapts_on_its_memory():
+    from dartlib.tta.note import IABN2d
+
+    model = _model()
+    before = copy.deepcopy(model.state_dict())
+    adapter = tta.make("note", model, memory=16, lr=1e-2)
+    assert any(isinstance(m, IABN2d) for m in model.modules())
+    x = _batches(1)[0]
+    adapter(x)
+    assert len(adapter.memory) == 16
+    after = {k.replace(".bn.", "."): v for k, v in model.state_dict().items()}
+    changed = {k for k, v in before.items() if not torch.equal(v, after[k])}
+    affine = _bn_affine_names(_model())
+    assert changed & affine and all(k in affine or "running" in k for k in changed if "num_batches" not in k)
+    model.train()
+    with torch.no_grad():
+        first = float(tta.entropy(model(adapter.memory.batch())))
+    for _ in range(10):
+        adapter(x)
+    model.train()
+    with torch.no_grad():
+        assert float(tta.entropy(model(adapter.memory.batch()))) < first
+
+
+def test_note_with_dart_refines_the_memory_labels():
+    refiner = _identity_refiner()
+    with torch.no_grad():
+        refiner.module.net[2].bias[-5:] = torch.tensor([0, 0, 0, 9.0, 0])  # b forces class 3
+    adapter = tta.make("note", _model(), refiner=refiner, memory=16, source=_model())
+    out = adapter(_batches(1)[0])
+    assert (out.argmax(1) == 3).all() and adapter.memory.counts()[3] == 16
+
+
+def test_ods_tracks_the_label_distribution_and_lowers_its_loss():
+    model = _model()
+    adapter = tta.make("ods", model, lr=1e-2)
+    x = _batches(1)[0]
+    out = adapter(x)
+    torch.testing.assert_close(out.exp().sum(1), torch.ones(len(x)))
+    w = adapter.label_distribution
+    assert w.shape == (5,) and float(w.sum()) == pytest.approx(1.0, abs=1e-5)
+    with torch.no_grad():
+        first = float(tta.entropy(model(x)))
+    for _ in range(10):
+        adapter(x)
+    with torch.no_grad():
+        assert float(tta.entropy(model(x))) < first
+
+
+def test_memo_marginal_entropy_and_episodic_reset():
+    from dartlib.tta.memo import marginal_entropy
+
+    logits = torch.randn(6, 5)
+    torch.testing.assert_close(marginal_entropy(torch.stack([logits, logits, logits])), tta.entropy(logits))
+    model = _model()
+    before = copy.deepcopy(model.state_dict())
+    adapter = tta.make("memo", model, bn="source", n_augmentations=2, lr=1e-2)
+    assert adapter.episodic
+    x = _batches(1)[0]
+    adapter(x)
+    once = copy.deepcopy(model.state_dict())
+    assert not all(torch.equal(v, once[k]) for k, v in before.items())
+    adapter(x)  # starts again from the source weights (the stored statistics never move)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items() if "running" in k)
+    continual = tta.make("memo", _model(), n_augmentations=4, lr=1e-2)
+    assert not continual.episodic
+
+
+def test_roid_pieces():
+    from dartlib.tta.roid import prior_correction, soft_likelihood_ratio
+
+    logits = torch.tensor([[4.0, 0.0], [0.0, 1.0]])
+    p = torch.softmax(logits, 1).clamp(max=0.99)
+    expected = -(p * torch.log(p / (1 - p) + 1e-5)).sum(1)
+    torch.testing.assert_close(soft_likelihood_ratio(logits), expected)
+    prior = torch.softmax(logits, 1).mean(0)
+    smooth = 0.5 / float(prior.max())
+    torch.testing.assert_close(prior_correction(logits), logits * (prior + smooth) / (1 + 2 * smooth))
+    model = _model()
+    before = copy.deepcopy(model.state_dict())
+    anchored = tta.make("roid", model, ensemble=0.0, lr=1e-2)  # full ensembling to the source undoes each step
+    anchored(_batches(1)[0])
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+
+
+def test_iabn_fine_tuning_is_saved_and_reused(tmp_path):
+    import numpy as np
+
+    from dartlib.data.sources import Dataset
+    from dartlib.tta.note import IABN2d, iabn_path, load_or_finetune_iabn
+
+    rng = np.random.default_rng(0)
+    train = Dataset("tiny", "train", rng.integers(0, 255, size=(64, 32, 32, 3), dtype=np.uint8),
+                    rng.integers(0, 5, size=64).astype(np.int64), tuple("abcde"))
+    model = _model()
+    before = copy.deepcopy(model.state_dict())
+    ckpt = tmp_path / "source.pt"
+    net, meta = load_or_finetune_iabn(ckpt, model, train, epochs=1, batch_size=32, progress=False)
+    assert any(isinstance(m, IABN2d) for m in net.modules()) and len(meta["log"]) == 1
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # the source stays as it was
+    assert iabn_path(ckpt, epochs=1).is_file()
+    again, _ = load_or_finetune_iabn(ckpt, model, train, epochs=1, batch_size=32, progress=False)
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in net.state_dict().items())

@@ -10,10 +10,16 @@ from dartlib.tta.base import Adapter
 from dartlib.tta.basic import BNAdapt, NoAdapt, PseudoLabel, Tent, entropy
 from dartlib.tta.delta import Delta
 from dartlib.tta.lame import Lame
+from dartlib.tta.memo import Memo
+from dartlib.tta.note import Note
+from dartlib.tta.ods import Ods
+from dartlib.tta.roid import Roid
 from dartlib.tta.sar import Sar
 
 METHODS: Registry[type[Adapter]] = Registry(
-    "method", {"noadapt": NoAdapt, "bnadapt": BNAdapt, "tent": Tent, "pl": PseudoLabel, "lame": Lame, "sar": Sar, "delta": Delta}
+    "method",
+    {"noadapt": NoAdapt, "bnadapt": BNAdapt, "tent": Tent, "pl": PseudoLabel, "note": Note, "delta": Delta, "ods": Ods,
+     "lame": Lame, "sar": Sar, "memo": Memo, "roid": Roid},
 )
 
 
@@ -26,4 +32,5 @@ def make(name: str, model: nn.Module, *, refiner: Refiner | None = None, **optio
         raise TypeError(f"{name}: {err}") from None
 
 
-__all__ = ["METHODS", "Adapter", "BNAdapt", "Delta", "Lame", "NoAdapt", "PseudoLabel", "Sar", "Tent", "entropy", "make"]
+__all__ = ["METHODS", "Adapter", "BNAdapt", "Delta", "Lame", "Memo", "NoAdapt", "Note", "Ods", "PseudoLabel", "Roid", "Sar",
+           "Tent", "entropy", "make"]

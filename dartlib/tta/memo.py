@@ -1,0 +1,65 @@
+"""MEMO (Zhang et al., 2022) in the two variants of the Conjugate-PL code that the paper's MEMO
+table uses: "stored BN" (source statistics, the model reset for every test batch) and "adapted
+BN" (test-batch statistics, continual adaptation like TENT). Each step minimises the marginal
+entropy of the prediction averaged over ``n_augmentations`` random views of every test sample,
+then predicts the un-augmented batch with the updated model.
+
+Views are random-resized crops (scale 0.2-1) with horizontal flips, our choice; MEMO's AugMix
+views are heavier. With DART, every view's logits are refined with the batch's W_B, b_B (the
+norm-preserving form inside the loss) and so is the reported prediction.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from dartlib.dart import Refiner, norm_preserving
+from dartlib.models import use_source_statistics
+from dartlib.tta.basic import _GradientAdapter
+
+BN_MODES = ("batch", "source")
+
+
+def marginal_entropy(view_logits: torch.Tensor) -> torch.Tensor:
+    """Batch-mean entropy of the view-averaged probabilities; ``view_logits`` is (V, B, K)."""
+    log_p = F.log_softmax(view_logits, -1)
+    log_mean = torch.logsumexp(log_p, 0) - torch.log(torch.tensor(float(view_logits.shape[0])))
+    return -(log_mean.exp() * log_mean).sum(1).mean()
+
+
+class Memo(_GradientAdapter):
+    name = "memo"
+
+    def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, bn: str = "batch",
+                 n_augmentations: int = 32, optimizer: str = "adam", lr: float | None = None,
+                 episodic: bool | None = None, seed: int = 0) -> None:
+        if bn not in BN_MODES:
+            raise ValueError(f"unknown bn mode {bn!r}; valid: {', '.join(BN_MODES)}")
+        if n_augmentations < 1:
+            raise ValueError(f"n_augmentations must be positive, got {n_augmentations}")
+        super().__init__(model, refiner=refiner, optimizer=optimizer, lr=lr)
+        if bn == "source":
+            use_source_statistics(self.model)
+        self.bn, self.n_augmentations = bn, n_augmentations
+        self.episodic = (bn == "source") if episodic is None else episodic
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def _views(self, x: torch.Tensor) -> torch.Tensor:
+        from dartlib.training import _augment
+
+        return torch.stack([_augment(x.cpu(), "rrc-flip", self.generator).to(x.device) for _ in range(self.n_augmentations)])
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.episodic:  # back to the source weights and a fresh optimiser; the refiner keeps its state
+            self.model.load_state_dict(self.initial_state)
+            self.optimizer = self._new_optimizer()
+        wb = self.affine(x)
+        views = self._views(x)
+        logits = torch.stack([self.model(v) for v in views])
+        if wb is not None:
+            logits = torch.stack([norm_preserving(self.refined(l, wb), l) for l in logits])
+        self.step(marginal_entropy(logits))
+        with torch.no_grad():
+            return self.refined(self.model(x), wb)

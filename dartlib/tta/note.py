@@ -1,0 +1,243 @@
+"""NOTE (Gong et al., 2022) as the paper runs it, TENT+NOTE (Appendix A): instance-aware batch
+normalisation (IABN, threshold k = 4) and prediction-balanced reservoir sampling (PBRS, memory of
+the batch size); the entropy of the memory batch trains the BN affine parameters.
+
+With DART, the refinement corrects the predictions under which test samples enter the memory
+(and the reported predictions); the adaptation loss on the prediction-balanced memory batch is
+left unrefined, since W_B and b_B describe the label distribution of the test batch, not of the
+memory (Appendix A, "NOTE").
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from dartlib import __version__
+from dartlib.dart import Refiner
+from dartlib.models import bn_layers, frozen_bn_adapted, set_trainable
+from dartlib.tta.base import Adapter
+from dartlib.tta.basic import entropy, make_optimizer
+
+
+class IABN2d(nn.Module):
+    """Instance-aware BN: per-sample (instance) mean and variance are pulled towards the BN
+    statistics unless they deviate by more than k standard errors, by soft-shrinkage of the
+    difference; the result normalises the sample. The wrapped ``bn`` keeps the affine
+    parameters and running statistics, so the BN helpers of :mod:`dartlib.models` apply: in
+    training or BN-adapt mode the BN statistics are the batch's, otherwise the running ones."""
+
+    def __init__(self, bn: nn.BatchNorm2d, *, k: float = 4.0) -> None:
+        super().__init__()
+        self.bn, self.k = bn, k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, c, h, w = x.shape
+        var_in, mu_in = torch.var_mean(x, dim=(2, 3), keepdim=True, unbiased=True)
+        if self.bn.training:
+            if self.bn.track_running_stats:
+                self.bn(x)  # updates the running statistics exactly as BN would
+            var_b, mu_b = torch.var_mean(x, dim=(0, 2, 3), keepdim=True, unbiased=True)
+        else:
+            mu_b, var_b = self.bn.running_mean.view(1, c, 1, 1), self.bn.running_var.view(1, c, 1, 1)
+        eps = self.bn.eps
+        if h * w <= 1:  # no instance statistics on a 1x1 map
+            mu, var = mu_b, var_b
+        else:
+            s_mu = torch.sqrt((var_b + eps) / (h * w))
+            s_var = (var_b + eps) * math.sqrt(2.0 / (h * w - 1))
+            mu = mu_b + _shrink(mu_in - mu_b, self.k * s_mu)
+            var = F.relu(var_b + _shrink(var_in - var_b, self.k * s_var))
+        out = (x - mu) * torch.rsqrt(var + eps)
+        if self.bn.affine:
+            out = out * self.bn.weight.view(1, c, 1, 1) + self.bn.bias.view(1, c, 1, 1)
+        return out
+
+
+def _shrink(x: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """Soft-shrinkage with an element-wise threshold: sign(x) max(|x| - t, 0)."""
+    return F.relu(x - threshold) - F.relu(-x - threshold)
+
+
+def to_iabn(model: nn.Module, *, k: float = 4.0) -> nn.Module:
+    """A deep copy of ``model`` with every BatchNorm2d wrapped in :class:`IABN2d`."""
+    model = copy.deepcopy(model)
+    _wrap_in_place(model, k)
+    return model
+
+
+def has_iabn(model: nn.Module) -> bool:
+    return any(isinstance(m, IABN2d) for m in model.modules())
+
+
+def finetune_iabn(
+    model: nn.Module, train, *, epochs: int, k: float = 4.0, batch_size: int = 128, lr: float = 0.01,
+    augmentation: str = "flip", seed: int = 0, device: str = "cpu", progress: bool = True,
+) -> tuple[nn.Module, list[dict]]:
+    """Replace the BN layers by IABN and fine-tune all weights on the labelled training set
+    (Appendix A: 30 epochs), SGD with momentum 0.9, weight decay 5e-4 and cosine annealing."""
+    from dartlib.training import sgd_epoch
+
+    torch.manual_seed(seed)
+    net = to_iabn(model, k=k).to(device).train()
+    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
+    steps = len(train.labels) // batch_size
+    total = max(1, epochs * steps)
+    labels = torch.from_numpy(train.labels)
+    log = []
+    for epoch in range(epochs):
+        gen = torch.Generator().manual_seed(seed * 1000 + epoch)
+        order = torch.randperm(len(labels), generator=gen)
+        loss_sum, correct, seen = sgd_epoch(
+            net, opt, images=train.images, labels=labels, order=order, steps=steps, batch_size=batch_size,
+            augmentation=augmentation, gen=gen, device=device, progress=progress,
+            lr_of_step=lambda i: 0.5 * lr * (1 + math.cos(math.pi * (epoch * steps + i) / total)),
+            desc=f"IABN fine-tuning epoch {epoch + 1}/{epochs}")
+        log.append({"epoch": epoch + 1, "train_loss": loss_sum / max(1, seen), "train_acc": 100 * correct / max(1, seen)})
+    return net.eval(), log
+
+
+def iabn_path(checkpoint: Path, *, epochs: int, k: float = 4.0) -> Path:
+    return checkpoint.with_name(f"{checkpoint.stem}.iabn-k{k:g}-e{epochs}.pt")
+
+
+def load_or_finetune_iabn(
+    checkpoint: Path, model: nn.Module, train, *, epochs: int, k: float = 4.0, seed: int = 0, device: str = "cpu",
+    progress: bool = True, **options,
+) -> tuple[nn.Module, dict]:
+    """The IABN model fine-tuned from the source ``checkpoint`` (saved beside it and reused)."""
+    path = iabn_path(checkpoint, epochs=epochs, k=k)
+    net = to_iabn(model, k=k)
+    if path.is_file():
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+        net.load_state_dict(blob["model"])
+        return net.eval(), blob["meta"]
+    start = time.perf_counter()
+    net, log = finetune_iabn(model, train, epochs=epochs, k=k, seed=seed, device=device, progress=progress, **options)
+    meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "log": log, "seed": seed,
+            "seconds": time.perf_counter() - start, "device": device, "dartlib_version": __version__, **options}
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save({"model": {n: t.cpu() for n, t in net.state_dict().items()}, "meta": meta}, tmp)
+    tmp.replace(path)
+    return net.cpu().eval(), meta
+
+
+class PredictionBalancedMemory:
+    """PBRS: a memory of ``capacity`` samples kept balanced over *predicted* classes. When full,
+    a sample of a non-majority class replaces a random sample of a random majority class; a
+    sample of a majority class replaces a random sample of its own class with probability
+    n_c / m_c (n_c stored, m_c seen so far), reservoir sampling within the class."""
+
+    def __init__(self, capacity: int, num_classes: int, *, seed: int = 0) -> None:
+        self.capacity, self.k = capacity, num_classes
+        self.items: list[list[torch.Tensor]] = [[] for _ in range(num_classes)]
+        self.seen = np.zeros(num_classes, dtype=np.int64)
+        self.rng = random.Random(seed)
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self.items)
+
+    def counts(self) -> list[int]:
+        return [len(c) for c in self.items]
+
+    def add(self, x: torch.Tensor, predicted: int) -> bool:
+        self.seen[predicted] += 1
+        if len(self) >= self.capacity:
+            counts = self.counts()
+            largest = [c for c in range(self.k) if counts[c] == max(counts)]
+            if predicted not in largest:
+                victim = self.rng.choice(largest)
+                self.items[victim].pop(self.rng.randrange(counts[victim]))
+            elif self.rng.uniform(0, 1) <= counts[predicted] / self.seen[predicted]:
+                self.items[predicted].pop(self.rng.randrange(counts[predicted]))
+            else:
+                return False
+        self.items[predicted].append(x)
+        return True
+
+    def batch(self) -> torch.Tensor:
+        return torch.stack([x for c in self.items for x in c])
+
+
+class Note(Adapter):
+    """TENT+NOTE. ``model`` should carry IABN layers (:func:`load_or_finetune_iabn`); a plain BN
+    model is converted without fine-tuning. Predictions use the running statistics (IABN-corrected);
+    after each test batch, one entropy step on the memory batch updates the BN affine parameters
+    and, with momentum ``bn_momentum``, the running statistics. ``source``: the BN classifier that
+    g_phi was trained for (f_theta0_bar is its BN-adapted copy); default ``model`` itself."""
+
+    name = "note"
+
+    def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, source: nn.Module | None = None,
+                 memory: int = 200, k: float = 4.0, bn_momentum: float = 0.01, optimizer: str = "adam",
+                 lr: float | None = None, entropy_normalisation: str = "sum", seed: int = 0) -> None:
+        if not has_iabn(model):
+            _wrap_in_place(model, k)
+        super().__init__(model, refiner=refiner)
+        if refiner is not None:
+            self.source = frozen_bn_adapted(source if source is not None else _plain_bn(model))
+        entropy(torch.zeros(1, 2), normalisation=entropy_normalisation)
+        if memory < 1:
+            raise ValueError(f"memory must be positive, got {memory}")
+        self.capacity, self.bn_momentum, self.seed = memory, bn_momentum, seed
+        self.entropy_normalisation = entropy_normalisation
+        self.optimizer_name, self.lr = optimizer, lr
+        for bn in bn_layers(self.model):
+            bn.momentum = bn_momentum
+            bn.track_running_stats = True
+        self.params = set_trainable(self.model, "bn-affine")
+        self.optimizer = make_optimizer(self.params, optimizer=optimizer, lr=lr)
+        self.memory: PredictionBalancedMemory | None = None
+
+    def reset(self) -> None:
+        super().reset()
+        self.optimizer = make_optimizer(self.params, optimizer=self.optimizer_name, lr=self.lr)
+        self.memory = None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        self.model.eval()
+        wb = self.affine(x)
+        with torch.no_grad():
+            logits = self.refined(self.model(x), wb)
+        if self.memory is None:
+            self.memory = PredictionBalancedMemory(self.capacity, logits.shape[1], seed=self.seed)
+        for sample, label in zip(x, logits.argmax(1).tolist()):
+            self.memory.add(sample, label)
+        self.model.train()  # IABN with the memory batch's statistics, running statistics updated
+        loss = entropy(self.model(self.memory.batch()), normalisation=self.entropy_normalisation)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.model.eval()
+        return logits
+
+
+def _wrap_in_place(model: nn.Module, k: float) -> None:
+    for name, child in model.named_children():
+        if isinstance(child, nn.BatchNorm2d):
+            setattr(model, name, IABN2d(child, k=k))
+        elif not isinstance(child, IABN2d):
+            _wrap_in_place(child, k)
+
+
+def _plain_bn(model: nn.Module) -> nn.Module:
+    """A copy of an IABN model with its IABN layers unwrapped back to the BN layers they hold."""
+    model = copy.deepcopy(model)
+
+    def unwrap(module: nn.Module) -> None:
+        for name, child in module.named_children():
+            if isinstance(child, IABN2d):
+                setattr(module, name, child.bn)
+            else:
+                unwrap(child)
+
+    unwrap(model)
+    return model

@@ -199,6 +199,15 @@ class Refiner:
     def reset(self) -> None:
         self._temperatures.clear()
 
+    def to(self, device: str | torch.device) -> Refiner:
+        """Move g_phi (and the detector and head, where present) to ``device``, in place."""
+        self.module.to(device)
+        if self.detector is not None:
+            self.detector.to(device)
+        if self.head is not None:
+            self.head = tuple(t.to(device) for t in self.head)
+        return self
+
     def _scale(self, source_logits: torch.Tensor) -> float:
         if not self.adaptive_temperature:
             return self.temperature

@@ -20,9 +20,10 @@ class TBRNorm(nn.Module):
     def __init__(self, bn: nn.BatchNorm2d, *, momentum: float = 0.95) -> None:
         super().__init__()
         self.weight, self.bias, self.eps, self.momentum = bn.weight, bn.bias, bn.eps, momentum
-        self.register_buffer("mean", torch.zeros(bn.num_features))
-        self.register_buffer("std", torch.ones(bn.num_features))
-        self.register_buffer("initialised", torch.tensor(False))
+        device = bn.weight.device
+        self.register_buffer("mean", torch.zeros(bn.num_features, device=device))
+        self.register_buffer("std", torch.ones(bn.num_features, device=device))
+        self.register_buffer("initialised", torch.tensor(False, device=device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mu = x.mean(dim=(0, 2, 3))
@@ -83,7 +84,7 @@ class Delta(_GradientAdapter):
         probs = F.softmax(refined.detach(), 1)
         k = probs.shape[1]
         if self.q_hat is None:
-            self.q_hat = torch.full((k,), 1.0 / k)
+            self.q_hat = torch.full((k,), 1.0 / k, device=probs.device)
         class_w = 1.0 / self.q_hat
         class_w = class_w / class_w.sum()
         sample_w = class_w[probs.argmax(1)]

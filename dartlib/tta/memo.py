@@ -11,6 +11,8 @@ norm-preserving form inside the loss) and so is the reported prediction.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -25,7 +27,7 @@ BN_MODES = ("batch", "source")
 def marginal_entropy(view_logits: torch.Tensor) -> torch.Tensor:
     """Batch-mean entropy of the view-averaged probabilities; ``view_logits`` is (V, B, K)."""
     log_p = F.log_softmax(view_logits, -1)
-    log_mean = torch.logsumexp(log_p, 0) - torch.log(torch.tensor(float(view_logits.shape[0])))
+    log_mean = torch.logsumexp(log_p, 0) - math.log(view_logits.shape[0])
     return -(log_mean.exp() * log_mean).sum(1).mean()
 
 

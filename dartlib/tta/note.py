@@ -80,12 +80,18 @@ def has_iabn(model: nn.Module) -> bool:
 
 def finetune_iabn(
     model: nn.Module, train, *, epochs: int, k: float = 4.0, batch_size: int = 128, lr: float = 0.01,
-    augmentation: str = "flip", seed: int = 0, device: str = "cpu", progress: bool = True,
+    augmentation: str = "flip", per_class: int | None = None, seed: int = 0, device: str = "cpu", progress: bool = True,
 ) -> tuple[nn.Module, list[dict]]:
     """Replace the BN layers by IABN and fine-tune all weights on the labelled training set
-    (Appendix A: 30 epochs), SGD with momentum 0.9, weight decay 5e-4 and cosine annealing."""
+    (Appendix A: 30 epochs), SGD with momentum 0.9, weight decay 5e-4 and cosine annealing;
+    ``per_class`` restricts it to a class-balanced subset (reduced profiles)."""
+    from dartlib.data.protocols import class_balanced
+    from dartlib.data.sources import Dataset
     from dartlib.training import sgd_epoch
 
+    if per_class:
+        keep = np.sort(class_balanced(train.labels, per_class=per_class, seed=seed))
+        train = Dataset(train.name, train.split, train.images[keep], train.labels[keep], train.classes)
     torch.manual_seed(seed)
     net = to_iabn(model, k=k).to(device).train()
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
@@ -105,24 +111,26 @@ def finetune_iabn(
     return net.eval(), log
 
 
-def iabn_path(checkpoint: Path, *, epochs: int, k: float = 4.0) -> Path:
-    return checkpoint.with_name(f"{checkpoint.stem}.iabn-k{k:g}-e{epochs}.pt")
+def iabn_path(checkpoint: Path, *, epochs: int, k: float = 4.0, per_class: int | None = None) -> Path:
+    subset = f"-pc{per_class}" if per_class else ""
+    return checkpoint.with_name(f"{checkpoint.stem}.iabn-k{k:g}-e{epochs}{subset}.pt")
 
 
 def load_or_finetune_iabn(
-    checkpoint: Path, model: nn.Module, train, *, epochs: int, k: float = 4.0, seed: int = 0, device: str = "cpu",
-    progress: bool = True, **options,
+    checkpoint: Path, model: nn.Module, train, *, epochs: int, k: float = 4.0, per_class: int | None = None,
+    seed: int = 0, device: str = "cpu", progress: bool = True, **options,
 ) -> tuple[nn.Module, dict]:
     """The IABN model fine-tuned from the source ``checkpoint`` (saved beside it and reused)."""
-    path = iabn_path(checkpoint, epochs=epochs, k=k)
+    path = iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class)
     net = to_iabn(model, k=k)
     if path.is_file():
         blob = torch.load(path, map_location="cpu", weights_only=False)
         net.load_state_dict(blob["model"])
         return net.eval(), blob["meta"]
     start = time.perf_counter()
-    net, log = finetune_iabn(model, train, epochs=epochs, k=k, seed=seed, device=device, progress=progress, **options)
-    meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "log": log, "seed": seed,
+    net, log = finetune_iabn(model, train, epochs=epochs, k=k, per_class=per_class, seed=seed, device=device,
+                             progress=progress, **options)
+    meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "per_class": per_class, "log": log, "seed": seed,
             "seconds": time.perf_counter() - start, "device": device, "dartlib_version": __version__, **options}
     tmp = path.with_name(f".{path.name}.tmp")
     torch.save({"model": {n: t.cpu() for n, t in net.state_dict().items()}, "meta": meta}, tmp)
@@ -183,7 +191,8 @@ class Note(Adapter):
             _wrap_in_place(model, k)
         super().__init__(model, refiner=refiner)
         if refiner is not None:
-            self.source = frozen_bn_adapted(source if source is not None else _plain_bn(model))
+            device = next(model.parameters()).device
+            self.source = frozen_bn_adapted(source if source is not None else _plain_bn(model)).to(device)
         entropy(torch.zeros(1, 2), normalisation=entropy_normalisation)
         if memory < 1:
             raise ValueError(f"memory must be positive, got {memory}")

@@ -142,6 +142,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_claims(args: argparse.Namespace) -> int:
+    from dartlib.claims import evaluate, render
+    from dartlib.profiles import load_profile
+
+    params = load_profile(args.profile)
+    table = evaluate(args.profile, corrupted_dataset=params.get("corrupted_dataset"))
+    print(render(table, profile=args.profile))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dartlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -190,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     dartb.add_argument("--stream", type=int, default=4000, help="test images in the timed stream")
     dartb.add_argument("--repeats", type=int, default=3)
     dartb.set_defaults(func=_cmd_bench_dart)
+
+    claims = sub.add_parser("claims", help="check the paper's claims (data/paper/claims.yaml) on a profile's results")
+    claims.add_argument("--profile", default=DEFAULT_PROFILE)
+    claims.set_defaults(func=_cmd_claims)
 
     train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
     train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile")

@@ -30,11 +30,13 @@ TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "l
 
 
 def table1_cells(*, dataset: str, corruptions, rhos, methods=TABLE1_METHODS, severity: int = 5, seed: int = 0,
-                 refiners=("none", "dart")) -> list[Cell]:
+                 refiners=("none", "dart"), limit: int = 0) -> list[Cell]:
     """Every (method, refiner) pair on every (corruption, rho) LT stream; NoAdapt without DART
-    only, as in the paper."""
+    only, as in the paper. ``limit`` > 0 keeps the first ``limit`` images of each (shuffled) LT
+    stream, which keeps its class distribution in expectation (reduced profiles)."""
+    params = [f"limit={limit}"] if limit else [""]
     cells = grid(dataset=[dataset], shift=["lt"], shift_param=[float(r) for r in rhos], corruption=list(corruptions),
-                 severity=[severity], method=list(methods), refiner=list(refiners), seed=[seed])
+                 severity=[severity], method=list(methods), refiner=list(refiners), params=params, seed=[seed])
     return [c for c in cells if not (c.method == "noadapt" and c.refiner != "none")]
 
 
@@ -78,7 +80,10 @@ def _corrupted(dataset: str, corruption: str, severity: int):
 def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
     if cell.shift != "lt":
         raise ValueError(f"unknown shift {cell.shift!r} for Table 1; valid: lt")
-    return protocols.long_tailed(labels, rho=float(cell.shift_param), seed=cell.seed)
+    order = protocols.long_tailed(labels, rho=float(cell.shift_param), seed=cell.seed)
+    options = dict(item.split("=") for item in cell.params.split(",") if item)
+    limit = int(options.get("limit", 0))
+    return order[:limit] if limit else order
 
 
 def adapt_accuracy(adapter: tta.Adapter, images: np.ndarray, labels: np.ndarray, order: np.ndarray, *,

@@ -51,3 +51,12 @@ def test_every_table1_method_runs_with_and_without_dart(tiny_corrupted, tmp_path
     assert (with_dart["dart"] == with_dart["none"]).all()
     n = results.n.unique()
     assert len(n) == 1 and n[0] < 10 * 60  # an LT subset of the stream
+
+
+def test_stream_limit_keeps_the_first_images_of_the_lt_order():
+    from dartlib.table1 import stream_order
+
+    labels = np.repeat(np.arange(10), 100)
+    full, limited = (stream_order(labels, c) for c in
+                     (table1_cells(dataset="x", corruptions=["fog"], rhos=[10], methods=["bnadapt"], limit=n)[0] for n in (0, 50)))
+    assert len(limited) == 50 and np.array_equal(limited, full[:50]) and len(full) > 50

@@ -1,0 +1,133 @@
+"""The claims ledger (``data/paper/claims.yaml``): each quantitative claim of the paper with the
+table it rests on, checked against a profile's results as HOLDS, FAILS or NOT RUN.
+
+See the header of ``claims.yaml`` for the quantities and conditions.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from dartlib.experiments import read_results
+from dartlib.paper import PAPER_DIR, load_table
+from dartlib.paths import results_dir
+
+CLAIMS_FILE = PAPER_DIR / "claims.yaml"
+QUANTITIES = ("accuracy", "gain", "drop")
+REDUCED_PROFILES = ("smoke", "cpu")
+_OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+_CONDITION = re.compile(r"^\s*(>=|<=|>|<)\s*(?:(-?\d+(?:\.\d+)?)|(accuracy|gain|drop)\((\w[\w-]*)\))\s*$")
+
+
+def load_claims(path: Path = CLAIMS_FILE) -> list[dict]:
+    claims = yaml.safe_load(path.read_text())
+    for claim in claims:
+        for check in claim["checks"]:
+            if check["quantity"] not in QUANTITIES:
+                raise ValueError(f"{claim['id']}: unknown quantity {check['quantity']!r}; valid: {', '.join(QUANTITIES)}")
+            if not _CONDITION.match(str(check["reduced"])):
+                raise ValueError(f"{claim['id']}: cannot read condition {check['reduced']!r}")
+    return claims
+
+
+def _mean(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float) -> float:
+    rows = frame[(frame["method"] == method) & (frame["refiner"] == refiner)
+                 & (frame["shift_param"].astype(float).sub(float(shift_param)).abs() < 1e-9)]
+    return float(rows["accuracy"].mean()) if len(rows) else math.nan
+
+
+def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> float:
+    """The check's quantity on a results frame (already restricted to the claim's data)."""
+    method = method or check["method"]
+    refiner, rho = check["refiner"], check["shift_param"]
+    if check["quantity"] == "accuracy":
+        return _mean(frame, method=method, refiner=refiner, shift_param=rho)
+    if check["quantity"] == "gain":
+        return _mean(frame, method=method, refiner=refiner, shift_param=rho) - _mean(frame, method=method, refiner="none",
+                                                                                      shift_param=rho)
+    return _mean(frame, method=method, refiner=refiner, shift_param=check["from"]) - _mean(frame, method=method,
+                                                                                          refiner=refiner, shift_param=rho)
+
+
+def _restrict(frame: pd.DataFrame, claim: dict, *, dataset: str, paper: bool) -> pd.DataFrame:
+    frame = frame[frame["dataset"] == dataset]
+    if "shift" in claim:
+        frame = frame[frame["shift"] == claim["shift"]]
+    if "params" in claim:
+        frame = frame[frame["params"].astype(str).str.contains(claim["params"], regex=False)]
+    if paper and "corruption" in frame:
+        mean = frame[frame["corruption"].isin(["mean", "avg", ""])]
+        frame = mean if len(mean) else frame
+    return frame
+
+
+@dataclass
+class CheckResult:
+    claim: str
+    check: str
+    paper: float
+    ours: float
+    status: str  # HOLDS, FAILS, NOT RUN
+    condition: str
+
+
+def _describe(check: dict) -> str:
+    what = f"{check['quantity']} {check['method']}"
+    if check["quantity"] != "drop":
+        what += f"+{check['refiner']}" if check["refiner"] != "none" else ""
+    where = f"rho {check['from']:g}->{check['shift_param']:g}" if check["quantity"] == "drop" else f"at {check['shift_param']:g}"
+    return f"{what} {where}"
+
+
+def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list[dict] | None = None,
+             folder: Path | None = None) -> pd.DataFrame:
+    """Every check of every claim on ``results/<profile>/`` (or ``folder``); one row per check.
+
+    ``corrupted_dataset`` stands in for CIFAR-10-C (e.g. ``fmnistc`` on the smoke profile)."""
+    claims = claims if claims is not None else load_claims()
+    folder = folder or results_dir(profile)
+    rows = []
+    for claim in claims:
+        paper = _restrict(load_table(claim["table"]), claim, dataset=claim["dataset"], paper=True)
+        ours_dataset = corrupted_dataset if (corrupted_dataset and claim["dataset"] == "cifar10c") else claim["dataset"]
+        ours = pd.DataFrame()
+        for experiment in claim["experiment"]:
+            frame = _restrict(read_results(folder / f"{experiment}.csv"), claim, dataset=ours_dataset, paper=False)
+            if len(frame):
+                ours = frame
+                break
+        for check in claim["checks"]:
+            p = quantity(paper, check)
+            o = quantity(ours, check) if len(ours) else math.nan
+            status, condition = "NOT RUN", str(check["reduced"])
+            if not math.isnan(o):
+                if profile in REDUCED_PROFILES:
+                    op, number, other_q, other_m = _CONDITION.match(condition).groups()
+                    target = float(number) if number is not None else quantity(ours, {**check, "quantity": other_q}, method=other_m)
+                    status = "HOLDS" if (not math.isnan(target) and _OPS[op](o, target)) else "FAILS"
+                else:
+                    tolerance = float(check.get("tolerance", 1.5))
+                    condition = f"within {tolerance:g} of the paper"
+                    status = "HOLDS" if abs(o - p) <= tolerance else "FAILS"
+            rows.append(CheckResult(claim["id"], _describe(check), p, o, status, condition).__dict__)
+    return pd.DataFrame(rows)
+
+
+def render(table: pd.DataFrame, *, profile: str) -> str:
+    """A plain-text report, one line per check, and a count per status."""
+    lines = [f"claims on profile {profile} (reduced profiles test the direction and rough size, not the number)"]
+    for claim_id, group in table.groupby("claim", sort=False):
+        lines.append(f"{claim_id}:")
+        for r in group.itertuples():
+            ours = "—" if math.isnan(r.ours) else f"{r.ours:+.1f}" if "gain" in r.check or "drop" in r.check else f"{r.ours:.1f}"
+            lines.append(f"  {r.status:<7} {r.check:<34} ours {ours:>6}  paper {r.paper:+.1f}  ({r.condition})")
+    counts = table["status"].value_counts()
+    lines.append(", ".join(f"{s}: {int(counts.get(s, 0))}" for s in ("HOLDS", "FAILS", "NOT RUN")))
+    return "\n".join(lines)

@@ -1,0 +1,134 @@
+"""Results tables in the paper's layout: rows = method (+DART), columns = a shift parameter (or a
+corruption, a dataset), each cell our mean +- std over seeds with the paper's value and our delta
+beside it; the best of ours per column in bold. Written as CSV, Markdown and LaTeX.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dartlib.paths import results_dir
+
+METHOD_NAMES = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "NOTE", "delta": "DELTA",
+                "ods": "ODS", "lame": "LAME", "sar": "SAR", "memo": "MEMO", "roid": "ROID"}
+FORMATS = ("csv", "markdown", "latex")
+
+
+def row_label(method: str, refiner: str) -> str:
+    """``bnadapt``, ``dart`` -> ``BNAdapt+DART``; other refiners keep their names."""
+    name = METHOD_NAMES.get(method, method)
+    if refiner in ("none", ""):
+        return name
+    return f"{name}+{ {'dart': 'DART', 'dart-split': 'DART-split'}.get(refiner, refiner)}"
+
+
+def _column_label(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def summarise(frame: pd.DataFrame, *, columns: str = "shift_param", value: str = "accuracy",
+              std: str | None = None) -> pd.DataFrame:
+    """Long results (one row per cell and seed) -> mean and std per (row label, column).
+
+    ``std``: a column that already holds the std (the paper's transcriptions); otherwise the std
+    over seeds (0 for a single seed)."""
+    frame = frame.assign(row=[row_label(m, r) for m, r in zip(frame["method"], frame["refiner"])],
+                         col=[_column_label(v) for v in frame[columns]])
+    grouped = frame.groupby(["row", "col"], sort=False)
+    out = grouped[value].mean().to_frame("mean")
+    if std is not None:
+        out["std"] = grouped[std].mean()
+    else:
+        out["std"] = grouped[value].std(ddof=0).fillna(0.0)
+    return out
+
+
+def compare(ours: pd.DataFrame, paper: pd.DataFrame | None, *, columns: str = "shift_param",
+            row_order: list[str] | None = None) -> pd.DataFrame:
+    """One row per (row, col): ours, ours_std, paper, paper_std, delta; rows in ``row_order``
+    (row labels, see :func:`row_label`; rows not listed follow), else in the order first seen in
+    ``ours`` (then any only in the paper)."""
+    mine = summarise(ours, columns=columns).rename(columns={"mean": "ours", "std": "ours_std"})
+    if paper is not None and len(paper):
+        theirs = summarise(paper, columns=columns, std="std").rename(columns={"mean": "paper", "std": "paper_std"})
+        table = mine.join(theirs, how="outer", sort=False)
+        order = list(dict.fromkeys([*mine.index, *theirs.index]))
+        table = table.reindex(order)
+    else:
+        table = mine.assign(paper=np.nan, paper_std=np.nan)
+    table["delta"] = table["ours"] - table["paper"]
+    if row_order is not None:
+        rank = {r: i for i, r in enumerate(row_order)}
+        rows = sorted(dict.fromkeys(table.index.get_level_values(0)), key=lambda r: rank.get(r, len(rank)))
+        table = table.reindex(sorted(table.index, key=lambda rc: rows.index(rc[0])))
+    return table
+
+
+def _num(v: float, signed: bool = False) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:+.1f}" if signed else f"{v:.1f}"
+
+
+def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> str:
+    """Render :func:`compare`'s table in the paper's layout."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
+    if fmt == "csv":
+        return table.reset_index().rename(columns={"level_0": "row", "level_1": "col"}).to_csv(index=False, float_format="%.2f")
+    rows = list(dict.fromkeys(table.index.get_level_values(0)))
+    cols = list(dict.fromkeys(table.index.get_level_values(1)))
+    best = {c: table.xs(c, level=1)["ours"].max() for c in cols}
+    lines = []
+    if fmt == "markdown":
+        if title:
+            lines += [f"**{title}**", ""]
+        lines.append("| method | " + " | ".join(cols) + " |")
+        lines.append("|---|" + "---|" * len(cols))
+    else:
+        lines.append("\\begin{tabular}{l" + "c" * len(cols) + "}")
+        lines.append("\\toprule")
+        lines.append("Method & " + " & ".join(cols) + " \\\\ \\midrule")
+    for r in rows:
+        cells = []
+        for c in cols:
+            if (r, c) not in table.index:
+                cells.append("–")
+                continue
+            e = table.loc[(r, c)]
+            ours = _num(e["ours"])
+            if not math.isnan(e["ours"]) and e["ours"] == best[c]:
+                ours = f"**{ours}**" if fmt == "markdown" else f"\\textbf{{{ours}}}"
+            pm = " ± " if fmt == "markdown" else "$\\pm$"
+            text = f"{ours}{pm}{_num(e['ours_std'])}" if not math.isnan(e["ours"]) else "–"
+            if not math.isnan(e["paper"]):
+                delta = _num(e["delta"], signed=True)
+                text += f" ({_num(e['paper'])}; {delta})" if fmt == "markdown" else f" ({_num(e['paper'])}; ${delta}$)"
+            cells.append(text)
+        if fmt == "markdown":
+            lines.append(f"| {r} | " + " | ".join(cells) + " |")
+        else:
+            lines.append(f"{r} & " + " & ".join(cells) + " \\\\")
+    if fmt == "latex":
+        lines += ["\\bottomrule", "\\end{tabular}"]
+    else:
+        lines += ["", "Cells: ours mean ± std over seeds (paper's value; ours − paper); best of ours per column in bold."]
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(table: pd.DataFrame, *, profile: str, name: str, title: str = "") -> dict[str, Path]:
+    """``results/<profile>/tables/<name>.{csv,md,tex}``; returns the paths."""
+    folder = results_dir(profile) / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for fmt, ext in (("csv", "csv"), ("markdown", "md"), ("latex", "tex")):
+        path = folder / f"{name}.{ext}"
+        path.write_text(render(table, fmt=fmt, title=title))
+        paths[fmt] = path
+    return paths

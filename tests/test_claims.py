@@ -1,0 +1,60 @@
+"""The claims ledger: every claim reads, and checks give HOLDS / FAILS / NOT RUN as they should."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from dartlib import claims
+from dartlib.experiments import SCHEMA
+
+
+def test_every_claim_is_well_formed_and_its_paper_values_compute():
+    ledger = claims.load_claims()
+    assert len(ledger) >= 7 and len({c["id"] for c in ledger}) == len(ledger)
+    table = claims.evaluate("paper", claims=ledger, folder=None)
+    assert not table["paper"].isna().any()  # every check's quantity exists in its paper table
+    gains = table[table.claim == "abstract-gains-without-degradation"].paper.round(1).tolist()
+    assert gains == [0.0, 5.7, 18.1]  # the numbers the text states
+
+
+def _results(rows):
+    frame = pd.DataFrame([{**{k: "" for k in SCHEMA}, "dataset": "fmnistc", "shift": "lt", "corruption": "fog",
+                           "severity": 5, "seed": 0, "n": 100, **r} for r in rows])
+    return frame[SCHEMA]
+
+
+def test_reduced_profile_statuses(tmp_path):
+    rows = [{"method": "bnadapt", "refiner": ref, "shift_param": rho, "accuracy": acc}
+            for ref, rho, acc in (("none", 1, 80.0), ("dart", 1, 79.8), ("none", 10, 75.0), ("dart", 10, 77.0),
+                                  ("none", 100, 60.0), ("dart", 100, 75.0))]
+    _results(rows).to_csv(tmp_path / "table1.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="fmnistc", folder=tmp_path)
+    got = table[table.claim == "abstract-gains-without-degradation"]
+    assert got.status.tolist() == ["HOLDS", "FAILS", "HOLDS"]  # -0.2 >= -0.5; +2 < 3; +15 >= 10
+    assert got.ours.tolist() == pytest.approx([-0.2, 2.0, 15.0])
+    drop = table[table.claim == "bnadapt-degrades-under-label-shift"].iloc[0]
+    assert drop.status == "HOLDS" and drop.ours == pytest.approx(20.0)
+    absent = table[table.claim == "dart-split-large-scale"].iloc[0]
+    assert absent.status == "NOT RUN" and math.isnan(absent.ours)
+
+
+def test_comparison_with_another_method_and_the_paper_tolerance(tmp_path):
+    rows = [{"method": m, "refiner": "none", "shift_param": rho, "accuracy": acc}
+            for m, rho, acc in (("tent", 1, 80.0), ("tent", 100, 60.0), ("delta", 1, 80.0), ("delta", 100, 70.0))]
+    _results(rows).to_csv(tmp_path / "table1.csv", index=False)
+    table = claims.evaluate("smoke", corrupted_dataset="fmnistc", folder=tmp_path)
+    got = table[table.claim == "tent-sar-degrade-more-than-label-shift-aware"].status.tolist()
+    assert got == ["HOLDS", "HOLDS", "NOT RUN"]  # delta loses 10 < tent's 20; ods absent
+    paper = claims.evaluate("paper", corrupted_dataset="fmnistc", folder=tmp_path)
+    assert paper[paper.claim == "tent-sar-degrade-more-than-label-shift-aware"].status.tolist()[0] == "FAILS"
+
+
+def test_cli_prints_the_report(capsys):
+    from dartlib.cli import main
+
+    assert main(["claims", "--profile", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "abstract-gains-without-degradation" in out and "NOT RUN" in out

@@ -1,0 +1,65 @@
+"""The table renderer against golden files (tests/golden/report_table.*)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dartlib import report
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _frames():
+    rows = []
+    for seed, noise in ((0, -0.2), (1, 0.2)):
+        for rho, bn, dart in ((1, 85.0, 84.8), (100, 70.0, 85.0)):
+            rows.append({"method": "bnadapt", "refiner": "none", "shift_param": float(rho), "seed": seed, "accuracy": bn + noise})
+            rows.append({"method": "bnadapt", "refiner": "dart", "shift_param": float(rho), "seed": seed, "accuracy": dart + noise})
+        rows.append({"method": "noadapt", "refiner": "none", "shift_param": 1.0, "seed": seed, "accuracy": 71.0})
+    ours = pd.DataFrame(rows)
+    paper = pd.DataFrame([
+        {"method": "noadapt", "refiner": "none", "shift_param": 1.0, "accuracy": 71.7, "std": 0.0},
+        {"method": "bnadapt", "refiner": "none", "shift_param": 1.0, "accuracy": 85.2, "std": 0.0},
+        {"method": "bnadapt", "refiner": "dart", "shift_param": 1.0, "accuracy": 85.2, "std": 0.1},
+        {"method": "bnadapt", "refiner": "none", "shift_param": 100.0, "accuracy": 63.0, "std": 0.1},
+        {"method": "bnadapt", "refiner": "dart", "shift_param": 100.0, "accuracy": 81.1, "std": 0.4},
+    ])
+    return ours, paper
+
+
+def test_compare_numbers():
+    ours, paper = _frames()
+    table = report.compare(ours, paper)
+    assert list(dict.fromkeys(table.index.get_level_values(0))) == ["BNAdapt", "BNAdapt+DART", "NoAdapt"]
+    e = table.loc[("BNAdapt+DART", "100")]
+    assert e["ours"] == pytest.approx(85.0) and e["ours_std"] == pytest.approx(0.2)
+    assert e["paper"] == 81.1 and e["delta"] == pytest.approx(3.9)
+    assert table.loc[("NoAdapt", "1"), "delta"] == pytest.approx(-0.7)
+
+
+@pytest.mark.parametrize("fmt,ext", [("markdown", "md"), ("latex", "tex"), ("csv", "csv")])
+def test_render_matches_golden(fmt, ext):
+    ours, paper = _frames()
+    text = report.render(report.compare(ours, paper), fmt=fmt, title="toy")
+    assert text == (GOLDEN / f"report_table.{ext}").read_text()
+
+
+def test_unknown_format_lists_the_valid_ones():
+    ours, paper = _frames()
+    with pytest.raises(ValueError, match="valid: csv, markdown, latex"):
+        report.render(report.compare(ours, paper), fmt="html")
+
+
+def test_row_labels():
+    assert report.row_label("note", "none") == "NOTE"
+    assert report.row_label("bnadapt", "dart-split") == "BNAdapt+DART-split"
+    assert report.row_label("bnadapt", "dart-additive") == "BNAdapt+dart-additive"
+
+
+def test_row_order():
+    ours, paper = _frames()
+    table = report.compare(ours, paper, row_order=["NoAdapt", "BNAdapt", "BNAdapt+DART"])
+    assert list(dict.fromkeys(table.index.get_level_values(0))) == ["NoAdapt", "BNAdapt", "BNAdapt+DART"]

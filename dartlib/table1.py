@@ -50,13 +50,15 @@ class Table1Context:
     batch_size: int = 200
     device: str = "cpu"
     options: dict = field(default_factory=dict)  # per-method keyword options
+    refiners: dict = field(default_factory=dict)  # further named refiners (e.g. "dart-split")
 
     def adapter(self, cell: Cell) -> tta.Adapter:
         refiner = None
-        if cell.refiner == "dart":
-            if self.refiner is None:
-                raise ValueError("a DART cell needs a refiner")
-            refiner = self.refiner.to(self.device)
+        if cell.refiner != "none":
+            named = {name: r for name, r in {"dart": self.refiner, **self.refiners}.items() if r is not None}
+            if cell.refiner not in named:
+                raise ValueError(f"no refiner {cell.refiner!r} in this context; valid: none, {', '.join(named)}")
+            refiner = named[cell.refiner].to(self.device)
             refiner.reset()
         options = dict(self.options.get(cell.method, {}))
         if cell.method == "note":

@@ -60,3 +60,12 @@ def test_stream_limit_keeps_the_first_images_of_the_lt_order():
     full, limited = (stream_order(labels, c) for c in
                      (table1_cells(dataset="x", corruptions=["fog"], rhos=[10], methods=["bnadapt"], limit=n)[0] for n in (0, 50)))
     assert len(limited) == 50 and np.array_equal(limited, full[:50]) and len(full) > 50
+
+
+def test_unknown_refiner_names_are_refused():
+    from dartlib.experiments import Cell
+
+    context = Table1Context(source=small_cnn(10, width=4).eval(), refiner=None)
+    cell = Cell(dataset="x", shift="lt", shift_param=1.0, corruption="fog", severity=5, method="bnadapt", refiner="dart")
+    with pytest.raises(ValueError, match="no refiner 'dart' in this context; valid: none"):
+        context.adapter(cell)

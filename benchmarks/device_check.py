@@ -24,20 +24,16 @@ from dartlib.data import load
 from dartlib.data.prepare import prepare_corrupted
 from dartlib.experiments import Cell
 from dartlib.intermediate import load_or_train_refiner
-from dartlib.table1 import TABLE1_METHODS, Table1Context, _corrupted, stream_order
-from dartlib.training import checkpoint_path, load_checkpoint, to_tensor, train_source
+from dartlib.table1 import TABLE1_METHODS, Table1Context, adapt_predictions, cell_stream
+from dartlib.training import checkpoint_path, load_checkpoint, train_source
 from dartlib.tta.note import load_or_finetune_iabn
-from dartlib.data.protocols import batches
 
 
-def predictions(context: Table1Context, cell: Cell) -> np.ndarray:
+def predictions(context: Table1Context, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
     torch.manual_seed(cell.seed)
-    data = _corrupted(cell.dataset, cell.corruption, int(cell.severity))
-    order = stream_order(data.labels, cell)
-    adapter = context.adapter(cell)
-    out = [adapter(to_tensor(data.images[idx]).to(context.device)).argmax(1).cpu().numpy()
-           for idx in batches(order, batch_size=context.batch_size)]
-    return np.concatenate(out), data.labels[order]
+    images, labels, order = cell_stream(cell)
+    return adapt_predictions(context.adapter(cell), images, order, batch_size=context.batch_size,
+                             device=context.device), labels[order]
 
 
 def main() -> None:

@@ -65,8 +65,7 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame | None, *, columns: str = "s
     table["delta"] = table["ours"] - table["paper"]
     if row_order is not None:
         rank = {r: i for i, r in enumerate(row_order)}
-        rows = sorted(dict.fromkeys(table.index.get_level_values(0)), key=lambda r: rank.get(r, len(rank)))
-        table = table.reindex(sorted(table.index, key=lambda rc: rows.index(rc[0])))
+        table = table.reindex(sorted(table.index, key=lambda rc: rank.get(rc[0], len(rank))))
     return table
 
 

@@ -88,22 +88,31 @@ def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
     return order[:limit] if limit else order
 
 
+def adapt_predictions(adapter: tta.Adapter, images: np.ndarray, order: np.ndarray, *, batch_size: int,
+                      device: str = "cpu", progress: bool = False, desc: str = "") -> np.ndarray:
+    """The class an adapter predicts for each image of the stream, batch by batch."""
+    out = [adapter(to_tensor(images[idx]).to(device)).argmax(1).cpu().numpy()
+           for idx in tqdm(list(batches(order, batch_size=batch_size)), desc=desc, disable=not progress, leave=False)]
+    return np.concatenate(out)
+
+
 def adapt_accuracy(adapter: tta.Adapter, images: np.ndarray, labels: np.ndarray, order: np.ndarray, *,
                    batch_size: int, device: str = "cpu", progress: bool = False, desc: str = "") -> float:
-    """Accuracy (%) of the predictions an adapter returns over the stream, batch by batch."""
-    correct = 0
-    for idx in tqdm(list(batches(order, batch_size=batch_size)), desc=desc, disable=not progress, leave=False):
-        out = adapter(to_tensor(images[idx]).to(device))
-        correct += int((out.argmax(1).cpu().numpy() == labels[idx]).sum())
-    return 100.0 * correct / len(order)
+    """Accuracy (%) of the predictions an adapter returns over the stream."""
+    preds = adapt_predictions(adapter, images, order, batch_size=batch_size, device=device, progress=progress, desc=desc)
+    return 100.0 * float((preds == labels[order]).mean())
+
+
+def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(images, labels, order) of a cell's test stream (corrupted sets cached across cells)."""
+    data = _corrupted(cell.dataset, cell.corruption, int(cell.severity))
+    return data.images, data.labels, stream_order(data.labels, cell)
 
 
 def evaluate_cell(cell: Cell, context: Table1Context, *, progress: bool = False) -> dict:
     """Run one cell; returns ``n`` and ``accuracy`` for :func:`dartlib.experiments.run_grid`."""
     torch.manual_seed(cell.seed)
-    data = _corrupted(cell.dataset, cell.corruption, int(cell.severity))
-    order = stream_order(data.labels, cell)
-    adapter = context.adapter(cell)
-    acc = adapt_accuracy(adapter, data.images, data.labels, order, batch_size=context.batch_size, device=context.device,
-                         progress=progress, desc=cell.label())
+    images, labels, order = cell_stream(cell)
+    acc = adapt_accuracy(context.adapter(cell), images, labels, order, batch_size=context.batch_size,
+                         device=context.device, progress=progress, desc=cell.label())
     return {"n": len(order), "accuracy": acc}

@@ -23,7 +23,9 @@ CLAIMS_FILE = PAPER_DIR / "claims.yaml"
 QUANTITIES = ("accuracy", "gain", "drop")
 REDUCED_PROFILES = ("smoke", "cpu")
 _OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
-_CONDITION = re.compile(r"^\s*(>=|<=|>|<)\s*(?:(-?\d+(?:\.\d+)?)|(accuracy|gain|drop)\((\w[\w-]*)\))\s*$")
+# "> 0", ">= -0.5", "< drop(tent)", "< accuracy(bnadapt+dart)": a number, or a quantity of another
+# method (and refiner) on the same results
+_CONDITION = re.compile(r"^\s*(>=|<=|>|<)\s*(?:(-?\d+(?:\.\d+)?)|(accuracy|gain|drop)\((\w[\w-]*?)(?:\+(\w[\w-]*))?\))\s*$")
 
 
 def load_claims(path: Path = CLAIMS_FILE) -> list[dict]:
@@ -109,8 +111,9 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
             status, condition = "NOT RUN", str(check["reduced"])
             if not math.isnan(o):
                 if profile in REDUCED_PROFILES:
-                    op, number, other_q, other_m = _CONDITION.match(condition).groups()
-                    target = float(number) if number is not None else quantity(ours, {**check, "quantity": other_q}, method=other_m)
+                    op, number, other_q, other_m, other_r = _CONDITION.match(condition).groups()
+                    other = {**check, "quantity": other_q, **({"refiner": other_r} if other_r else {})}
+                    target = float(number) if number is not None else quantity(ours, other, method=other_m)
                     status = "HOLDS" if (not math.isnan(target) and _OPS[op](o, target)) else "FAILS"
                 else:
                     tolerance = float(check.get("tolerance", 1.5))
@@ -126,8 +129,9 @@ def render(table: pd.DataFrame, *, profile: str) -> str:
     for claim_id, group in table.groupby("claim", sort=False):
         lines.append(f"{claim_id}:")
         for r in group.itertuples():
-            ours = "—" if math.isnan(r.ours) else f"{r.ours:+.1f}" if "gain" in r.check or "drop" in r.check else f"{r.ours:.1f}"
-            lines.append(f"  {r.status:<7} {r.check:<34} ours {ours:>6}  paper {r.paper:+.1f}  ({r.condition})")
+            fmt = "+.1f" if r.check.startswith(("gain", "drop")) else ".1f"
+            ours = "—" if math.isnan(r.ours) else format(r.ours, fmt)
+            lines.append(f"  {r.status:<7} {r.check:<34} ours {ours:>6}  paper {format(r.paper, fmt)}  ({r.condition})")
     counts = table["status"].value_counts()
     lines.append(", ".join(f"{s}: {int(counts.get(s, 0))}" for s in ("HOLDS", "FAILS", "NOT RUN")))
     return "\n".join(lines)

@@ -152,6 +152,37 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_grid(args: argparse.Namespace) -> int:
+    import inspect
+
+    import torch
+
+    from dartlib.experiments import run_grid, shard
+    from dartlib.paths import NOTEBOOKS_DIR, results_dir
+    from dartlib.profiles import load_profile
+    from dartlib.runner import notebook_parameters
+    from dartlib.table1 import evaluate_cell, prepare_context, profile_cells
+
+    if args.shard:
+        try:
+            shard([], args.shard)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    params = {**notebook_parameters(NOTEBOOKS_DIR / "06_table1_main.ipynb"), **load_profile(args.profile)}
+    wanted = inspect.signature(prepare_context).parameters
+    context, meta = prepare_context(**{k: v for k, v in params.items() if k in wanted}, progress=True)
+    cells = profile_cells(params)
+    cells = shard(cells, args.shard) if args.shard else cells
+    print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} Table 1 cells"
+          f"{' in shard ' + args.shard if args.shard else ''}; results/{args.profile}/table1.csv")
+    run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=results_dir(args.profile) / "table1.csv",
+             experiment="table1")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dartlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -204,6 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     claims = sub.add_parser("claims", help="check the paper's claims (data/paper/claims.yaml) on a profile's results")
     claims.add_argument("--profile", default=DEFAULT_PROFILE)
     claims.set_defaults(func=_cmd_claims)
+
+    grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
+    grid_.add_argument("experiment", choices=["table1"], help="table1: notebook 06's grid")
+    grid_.add_argument("--profile", default=DEFAULT_PROFILE)
+    grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
+    grid_.add_argument("--threads", type=int, help="torch CPU threads for this process")
+    grid_.set_defaults(func=_cmd_grid)
 
     train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
     train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile")

@@ -4,11 +4,13 @@ A cell is one (dataset, shift, shift_param, corruption, severity, method, refine
 combination. ``run_grid`` appends each finished cell to ``results/<profile>/<experiment>.csv``
 (rewritten to a temporary file and renamed, so the file is always complete), skips the cells
 already there, and therefore resumes an interrupted run. Cells are independent, so a grid can be
-split across processes or machines by handing each a subset of cells.
+split across processes or machines by handing each a subset of cells (:func:`shard`); processes
+sharing one results file take a lock around each append, so none overwrites another's rows.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -63,10 +65,14 @@ NUMERIC = ["shift_param", "severity", "seed", "n", "accuracy", "seconds"]
 
 
 def read_results(path: Path) -> pd.DataFrame:
-    """A results CSV: text columns as strings (empty stays ""), numeric columns as numbers."""
+    """A results CSV: text columns as strings (empty stays ""), numeric columns as numbers; a
+    schema column the file lacks (``seconds``, ``key``) is added empty."""
     if not path.is_file():
         return pd.DataFrame(columns=SCHEMA)
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for col in SCHEMA:  # files written outside the runner may lack its bookkeeping columns
+        if col not in frame:
+            frame[col] = ""
     for col in NUMERIC:
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
     return frame
@@ -77,6 +83,29 @@ def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     frame.to_csv(tmp, index=False, float_format="%.6g")
     os.replace(tmp, path)
+
+
+def shard(cells: Sequence[Cell], spec: str) -> list[Cell]:
+    """The ``i``-th of ``n`` interleaved parts of a grid, ``spec`` = "i/n" (0 <= i < n)."""
+    try:
+        i, n = (int(v) for v in spec.split("/"))
+    except ValueError:
+        raise ValueError(f"shard must read i/n with integers 0 <= i < n, got {spec!r}") from None
+    if not 0 <= i < n:
+        raise ValueError(f"shard must read i/n with integers 0 <= i < n, got {spec!r}")
+    return list(cells)[i::n]
+
+
+def _append_row(row: dict, path: Path) -> None:
+    """Add one finished cell to ``path`` under an exclusive lock, re-reading the file first so that
+    rows written meanwhile by other processes are kept."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = read_results(path)
+        new = pd.DataFrame([row])[SCHEMA]
+        done = pd.concat([done, new], ignore_index=True) if len(done) else new
+        _write_atomic(done, path)
 
 
 def run_grid(
@@ -100,7 +129,7 @@ def run_grid(
         result = evaluate(cell)
         row = {**asdict(cell), "experiment": experiment, **result, "seconds": time.perf_counter() - start,
                "key": cell.key}
-        done = pd.concat([done, pd.DataFrame([row])[SCHEMA]], ignore_index=True) if len(done) else pd.DataFrame([row])[SCHEMA]
-        _write_atomic(done, path)
+        _append_row(row, path)
+    done = read_results(path)  # as stored, so a fresh run and a resumed one return the same values
     keys = {c.key for c in cells}
     return done[done["key"].astype(str).isin(keys)].reset_index(drop=True)

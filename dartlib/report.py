@@ -26,6 +26,14 @@ def row_label(method: str, refiner: str) -> str:
     return f"{name}+{ {'dart': 'DART', 'dart-split': 'DART-split'}.get(refiner, refiner)}"
 
 
+def parse_params(params: str) -> dict[str, str]:
+    """``"int_batch=32;hidden=250"`` or ``"alpha=0.1,limit=1000"`` -> a dict of strings (the
+    ``params`` column of the results schema; empty -> {})."""
+    if not isinstance(params, str) or not params:
+        return {}
+    return dict(item.split("=", 1) for item in params.replace(";", ",").split(",") if item)
+
+
 def _column_label(value) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)

@@ -9,6 +9,7 @@ test sets) are loaded once by the caller and passed in.
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -21,8 +22,10 @@ from tqdm import tqdm
 from dartlib import tta
 from dartlib.dart import Refiner
 from dartlib.data import load, protocols
+from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.protocols import batches
 from dartlib.experiments import Cell, grid
+from dartlib.models import frozen_bn_adapted
 from dartlib.training import to_tensor
 
 # The paper's row order (Table 1); NOTE, DELTA and ODS are their TENT combinations (Appendix A).
@@ -33,11 +36,43 @@ def table1_cells(*, dataset: str, corruptions, rhos, methods=TABLE1_METHODS, sev
                  refiners=("none", "dart"), limit: int = 0) -> list[Cell]:
     """Every (method, refiner) pair on every (corruption, rho) LT stream; NoAdapt without DART
     only, as in the paper. ``limit`` > 0 keeps the first ``limit`` images of each (shuffled) LT
-    stream, which keeps its class distribution in expectation (reduced profiles)."""
+    stream, which keeps its class distribution in expectation (reduced profiles).
+
+    Ordered method by method (then refiner, rho, corruption), so that a grid stopped part-way
+    holds complete rows of the table rather than a few streams of every row."""
     params = [f"limit={limit}"] if limit else [""]
-    cells = grid(dataset=[dataset], shift=["lt"], shift_param=[float(r) for r in rhos], corruption=list(corruptions),
-                 severity=[severity], method=list(methods), refiner=list(refiners), params=params, seed=[seed])
+    cells = grid(dataset=[dataset], shift=["lt"], method=list(methods), refiner=list(refiners),
+                 shift_param=[float(r) for r in rhos], corruption=list(corruptions), severity=[severity],
+                 params=params, seed=[seed])
     return [c for c in cells if not (c.method == "noadapt" and c.refiner != "none")]
+
+
+class SharedSourceLogits:
+    """f_theta0_bar (the frozen BN-adapted source model) with its logits memoised per test batch.
+
+    In BN-adapt mode the logits are a pure function of the batch, so every cell of a grid that
+    sees the same batch (each method with DART, ODS's tracker) can share one forward pass. Keys
+    are digests of the batch's bytes; values are bit-identical to a fresh forward pass.
+    """
+
+    def __init__(self, source: nn.Module) -> None:
+        self.frozen = frozen_bn_adapted(source)
+        self._memo: dict[tuple, torch.Tensor] = {}
+        self.hits = 0
+
+    def to(self, device: str | torch.device) -> SharedSourceLogits:
+        self.frozen.to(device)
+        return self
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        data = x.detach().contiguous().cpu().numpy()
+        key = (tuple(x.shape), str(x.dtype), str(x.device), hashlib.blake2b(data.tobytes(), digest_size=16).digest())
+        if key in self._memo:
+            self.hits += 1
+        else:
+            self._memo[key] = self.frozen(x)
+        return self._memo[key]
 
 
 @dataclass
@@ -51,6 +86,8 @@ class Table1Context:
     device: str = "cpu"
     options: dict = field(default_factory=dict)  # per-method keyword options
     refiners: dict = field(default_factory=dict)  # further named refiners (e.g. "dart-split")
+    share_source: bool = True  # one memoised f_theta0_bar for all cells (see SharedSourceLogits)
+    _shared: SharedSourceLogits | None = field(default=None, init=False, repr=False)
 
     def adapter(self, cell: Cell) -> tta.Adapter:
         refiner = None
@@ -71,7 +108,16 @@ class Table1Context:
             model = copy.deepcopy(self.source)
         if "seed" in inspect.signature(tta.METHODS[cell.method].__init__).parameters:
             options.setdefault("seed", cell.seed)  # methods with their own randomness (memory, views)
-        return tta.make(cell.method, model.to(self.device), refiner=refiner, **options)
+        adapter = tta.make(cell.method, model.to(self.device), refiner=refiner, **options)
+        if self.share_source:
+            # Every frozen copy an adapter holds is f_theta0_bar of ``self.source`` (NOTE is given
+            # ``source`` above; ODS's tracker copies the fresh source model), so one memo serves all.
+            if self._shared is None:
+                self._shared = SharedSourceLogits(self.source).to(self.device)
+            for attr in ("source", "tracker_source"):
+                if getattr(adapter, attr, None) is not None:
+                    setattr(adapter, attr, self._shared)
+        return adapter
 
 
 @lru_cache(maxsize=4)
@@ -79,11 +125,41 @@ def _corrupted(dataset: str, corruption: str, severity: int):
     return load(dataset, corruption=corruption, severity=severity)
 
 
+def cell_options(cell: Cell) -> dict[str, str]:
+    """``key=value`` items of a cell's ``params`` (e.g. ``limit=1000,test_batch=16,alpha=0.1``)."""
+    return dict(item.split("=", 1) for item in cell.params.split(",") if item)
+
+
+@lru_cache(maxsize=1)
+def _mixed(dataset: str, severity: int) -> tuple[np.ndarray, np.ndarray]:
+    parts = [load(dataset, corruption=c, severity=severity) for c in CORRUPTIONS]
+    return np.concatenate([p.images for p in parts]), np.concatenate([p.labels for p in parts])
+
+
 def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
-    if cell.shift != "lt":
-        raise ValueError(f"unknown shift {cell.shift!r} for Table 1; valid: lt")
-    order = protocols.long_tailed(labels, rho=float(cell.shift_param), seed=cell.seed)
-    options = dict(item.split("=") for item in cell.params.split(",") if item)
+    """The test order of a cell's shift protocol:
+
+    - ``lt``: the long-tailed subset (rho = shift_param, CIFAR-10C-LT);
+    - ``none``: every image in random order;
+    - ``online-imb``: K subsets, each with one majority class (IR = shift_param, CIFAR-10C-imb;
+      ``subset=`` in the params sets the subset size, default N / K);
+    - ``dirichlet``: NOTE's non-i.i.d. order with K chunks (delta = shift_param).
+
+    A ``limit=`` item in the params keeps the first images of the order.
+    """
+    options = cell_options(cell)
+    k = int(labels.max()) + 1
+    if cell.shift == "lt":
+        order = protocols.long_tailed(labels, rho=float(cell.shift_param), seed=cell.seed)
+    elif cell.shift == "none":
+        order = protocols.iid_order(labels, seed=cell.seed)
+    elif cell.shift == "online-imb":
+        size = int(options.get("subset", len(labels) // k))
+        order = protocols.online_imbalance(labels, ir=float(cell.shift_param), subset_size=size, seed=cell.seed)
+    elif cell.shift == "dirichlet":
+        order = protocols.dirichlet_stream(labels, delta=float(cell.shift_param), n_chunks=k, seed=cell.seed)
+    else:
+        raise ValueError(f"unknown shift {cell.shift!r} for a test stream; valid: lt, none, online-imb, dirichlet")
     limit = int(options.get("limit", 0))
     return order[:limit] if limit else order
 
@@ -104,15 +180,72 @@ def adapt_accuracy(adapter: tta.Adapter, images: np.ndarray, labels: np.ndarray,
 
 
 def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(images, labels, order) of a cell's test stream (corrupted sets cached across cells)."""
-    data = _corrupted(cell.dataset, cell.corruption, int(cell.severity))
-    return data.images, data.labels, stream_order(data.labels, cell)
+    """(images, labels, order) of a cell's test stream (corrupted sets cached across cells).
+
+    Corruption ``mixed`` is the mixed-domain set: all 15 corruptions of the severity in one pool
+    (Appendix, "DART in mixed domain TTA settings"); ``pool=`` in the params draws that many
+    images of the pool at random first (reduced profiles), before the shift protocol orders them.
+    """
+    if cell.corruption == "mixed":
+        images, labels = _mixed(cell.dataset, int(cell.severity))
+    else:
+        data = _corrupted(cell.dataset, cell.corruption, int(cell.severity))
+        images, labels = data.images, data.labels
+    pool = int(cell_options(cell).get("pool", 0))
+    if pool:
+        keep = np.sort(np.random.default_rng(cell.seed).permutation(len(labels))[:pool])
+        images, labels = images[keep], labels[keep]
+    return images, labels, stream_order(labels, cell)
 
 
 def evaluate_cell(cell: Cell, context: Table1Context, *, progress: bool = False) -> dict:
-    """Run one cell; returns ``n`` and ``accuracy`` for :func:`dartlib.experiments.run_grid`."""
+    """Run one cell; returns ``n`` and ``accuracy`` for :func:`dartlib.experiments.run_grid`.
+    A ``test_batch=`` item in the cell's params overrides the context's test batch size."""
     torch.manual_seed(cell.seed)
     images, labels, order = cell_stream(cell)
-    acc = adapt_accuracy(context.adapter(cell), images, labels, order, batch_size=context.batch_size,
+    batch_size = int(cell_options(cell).get("test_batch", context.batch_size))  # the test batch-size study
+    acc = adapt_accuracy(context.adapter(cell), images, labels, order, batch_size=batch_size,
                          device=context.device, progress=progress, desc=cell.label())
     return {"n": len(order), "accuracy": acc}
+
+
+def prepare_context(
+    *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
+    seed: int = 0, dir_delta: float = 10.0, int_batch_size: int = 64, dart_n_dir: int = 250, dart_alpha: float = 0.1,
+    dart_epochs: int = 50, dart_per_class: int = 0, dart_hidden: int = 1000, test_batch_size: int = 200,
+    note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str = "cpu",
+    with_note: bool = True, progress: bool = False,
+) -> tuple[Table1Context, dict]:
+    """What every Table 1 cell of a profile shares: the source model (trained if absent), the
+    refiner of notebook 04 (trained if absent), NOTE's IABN model, the corrupted test sets
+    (generated if absent). Arguments are the notebooks' parameter names (``with_note=False``
+    skips the IABN model where NOTE is not run); returns the context and the source checkpoint's
+    metadata."""
+    from dartlib.dart import DartConfig
+    from dartlib.data.prepare import ensure_corrupted
+    from dartlib.intermediate import load_or_train_refiner
+    from dartlib.training import load_checkpoint, train_source
+    from dartlib.tta.note import load_or_finetune_iabn
+
+    checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed,
+                              progress=progress)
+    model, meta = load_checkpoint(checkpoint)
+    train = load(source_dataset, split="train")
+    ensure_corrupted(corrupted_dataset, severities=[severity])
+    config = DartConfig(alpha=dart_alpha, delta=dir_delta, n_dir=dart_n_dir, batch_size=int_batch_size,
+                        hidden=dart_hidden, epochs=dart_epochs, per_class=dart_per_class or None, seed=seed)
+    refiner, _ = load_or_train_refiner(checkpoint, model, train, config, progress=progress)
+    iabn = None
+    if with_note:
+        iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=note_finetune_epochs,
+                                        per_class=note_per_class or None, seed=seed, progress=progress)
+    context = Table1Context(source=model, refiner=refiner, iabn=iabn, batch_size=test_batch_size, device=device,
+                            options={"memo": {"n_augmentations": memo_augmentations}})
+    return context, meta
+
+
+def profile_cells(params: dict) -> list[Cell]:
+    """The Table 1 grid of a profile's notebook-06 parameters (``params``)."""
+    return table1_cells(dataset=params["corrupted_dataset"], corruptions=params["table1_corruptions"],
+                        rhos=params["lt_rhos"], methods=[*TABLE1_METHODS, *params["extra_methods"]],
+                        severity=params["severity"], seed=params["seed"], limit=params["table1_stream_limit"])

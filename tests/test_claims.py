@@ -58,3 +58,15 @@ def test_cli_prints_the_report(capsys):
     assert main(["claims", "--profile", "smoke"]) == 0
     out = capsys.readouterr().out
     assert "abstract-gains-without-degradation" in out and "NOT RUN" in out
+
+
+def test_comparison_with_another_refiner(tmp_path):
+    rows = [{"method": "bnadapt", "refiner": r, "shift_param": 1, "accuracy": acc, "dataset": "cifar10c"}
+            for r, acc in (("dart", 85.0), ("dart-pbar-only", 82.0))]
+    _results(rows).to_csv(tmp_path / "ablations.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="cifar10c", folder=tmp_path)
+    row = table[table.claim == "d-input-keeps-rho-1-intact"].iloc[0]
+    assert row.status == "HOLDS" and row.ours == 82.0 and row.paper == 81.8
+    _results([{**rows[0]}, {**rows[1], "accuracy": 86.0}]).to_csv(tmp_path / "ablations.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="cifar10c", folder=tmp_path)
+    assert table[table.claim == "d-input-keeps-rho-1-intact"].status.tolist() == ["FAILS"]

@@ -56,3 +56,31 @@ def test_results_keep_the_schema_values(tmp_path):
     assert row.experiment == "exp" and row.method == "noadapt" and row.accuracy == 12.5
     assert row.refiner == "none" and row.params == "" and row.severity == 5
     assert row.shift_param != row.shift_param  # no rho for an unshifted stream: NaN
+
+
+def test_shards_split_a_grid_and_share_one_results_file(tmp_path):
+    """Two workers on interleaved shards append to one file concurrently; no row is lost."""
+    import threading
+    import time
+
+    from dartlib.experiments import shard
+
+    cells = _grid()
+    parts = [shard(cells, f"{i}/2") for i in range(2)]
+    assert sorted(c.key for p in parts for c in p) == sorted(c.key for c in cells) and all(parts)
+    path = tmp_path / "r.csv"
+
+    def work(part):
+        run_grid(part, lambda c: time.sleep(0.01) or {"n": 1, "accuracy": 50.0}, path=path, experiment="exp",
+                 progress=False)
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in parts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = read_results(path)
+    assert sorted(done.key) == sorted(c.key for c in cells)
+    for bad in ("2/2", "1", "a/b"):
+        with pytest.raises(ValueError, match="i/n"):
+            shard(cells, bad)

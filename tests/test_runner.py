@@ -78,6 +78,10 @@ def test_cli_reports_unknown_names(capsys):
     assert "valid names: smoke" in capsys.readouterr().err
     assert cli.main(["run", "--profile", "smoke", "nope"]) == 2
     assert "unknown notebook 'nope'" in capsys.readouterr().err
+    assert cli.main(["grid", "table1", "--shard", "2/2"]) == 2
+    assert "shard must read i/n" in capsys.readouterr().err
+    assert cli.main(["grid", "table1", "--profile", "nightly"]) == 2
+    assert "valid names: smoke" in capsys.readouterr().err
 
 
 def _notebook(*sources: str, params: str) -> nbformat.NotebookNode:

@@ -117,6 +117,12 @@ def test_image_folder_layouts(data_root, monkeypatch):
     np.save(c101 / "cifar10.1_v6_data.npy", rng.integers(0, 256, (3, 32, 32, 3), dtype=np.uint8))
     np.save(c101 / "cifar10.1_v6_labels.npy", np.array([1, 2, 3]))
     assert load("cifar10.1").labels.tolist() == [1, 2, 3]
+    condensed = data_root / "condensed"
+    condensed.mkdir()
+    np.savez(condensed / "cifar10_ipc50.npz", images=rng.integers(0, 256, (20, 32, 32, 3), dtype=np.uint8),
+             labels=np.repeat(np.arange(10), 2))
+    distilled = load("cifar10-condensed", split="train")
+    assert distilled.images.shape == (20, 32, 32, 3) and distilled.num_classes == 10
 
 
 @pytest.mark.parametrize(
@@ -131,6 +137,7 @@ def test_image_folder_layouts(data_root, monkeypatch):
         ("officehome", {"split": "Art"}, "OfficeHome/Art", "OfficeHomeDataset_10072016"),
         ("domainnet126", {"split": "real"}, "DomainNet126/real", "126 classes"),
         ("imagenet-c", {"corruption": "fog"}, "ImageNet-C/fog/5", "Zenodo record 2235448"),
+        ("cifar10-condensed", {"split": "train"}, "condensed/cifar10_ipc50.npz", "50 images per class"),
     ],
 )
 def test_missing_data_errors_name_path_and_remedy(data_root, name, options, path_part, remedy_part):

@@ -13,22 +13,6 @@ from dartlib.table1 import TABLE1_METHODS, Table1Context, evaluate_cell, table1_
 from dartlib.tta.note import to_iabn
 
 
-@pytest.fixture()
-def tiny_corrupted(tmp_path, monkeypatch):
-    """A 3-class corrupted test set written as <root>/FMNIST-C/<corruption>.npy + labels.npy."""
-    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
-    from dartlib.data import sources
-
-    folder = sources.corrupted_dir("fmnistc")
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    labels = np.repeat(np.arange(10), 12).astype(np.int64)
-    images = rng.integers(0, 255, size=(5 * len(labels), 32, 32, 3), dtype=np.uint8)
-    np.save(folder / "gaussian_noise.npy", images)
-    np.save(folder / "labels.npy", np.tile(labels, 5))
-    return folder
-
-
 def test_cells_cover_every_method_with_and_without_dart():
     cells = table1_cells(dataset="cifar10c", corruptions=["fog"], rhos=[1, 100])
     assert len(cells) == 2 * (2 * len(TABLE1_METHODS) - 1)
@@ -69,3 +53,81 @@ def test_unknown_refiner_names_are_refused():
     cell = Cell(dataset="x", shift="lt", shift_param=1.0, corruption="fog", severity=5, method="bnadapt", refiner="dart")
     with pytest.raises(ValueError, match="no refiner 'dart' in this context; valid: none"):
         context.adapter(cell)
+
+
+def test_shared_source_logits_change_no_prediction(tiny_corrupted):
+    """The memoised f_theta0_bar gives every method with DART (and ODS's tracker) exactly the
+    predictions of a fresh frozen copy per cell."""
+    from dartlib.table1 import adapt_predictions, cell_stream
+
+    torch.manual_seed(0)
+    source = small_cnn(10, width=4).eval()
+    module = RefinementModule(10, hidden=8)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, 0.3)  # far from the identity, so the refinement matters
+    refiner = Refiner(module=module, config=DartConfig())
+    contexts = {share: Table1Context(source=source, refiner=refiner, iabn=to_iabn(source), batch_size=40,
+                                     options={"memo": {"n_augmentations": 2}}, share_source=share)
+                for share in (False, True)}
+    cells = [c for c in table1_cells(dataset="fmnistc", corruptions=["gaussian_noise"], rhos=[10],
+                                     methods=[*TABLE1_METHODS, "memo", "roid"])
+             if c.refiner == "dart" or c.method == "ods"]
+    changed = 0
+    for cell in cells:
+        images, labels, order = cell_stream(cell)
+        preds = {}
+        for share, context in contexts.items():
+            torch.manual_seed(cell.seed)
+            preds[share] = adapt_predictions(context.adapter(cell), images, order, batch_size=40)
+        assert np.array_equal(preds[False], preds[True]), cell.label()
+        if cell.refiner == "dart":
+            torch.manual_seed(cell.seed)
+            plain = adapt_predictions(contexts[True].adapter(cell.__class__(**{**cell.__dict__, "refiner": "none"})),
+                                      images, order, batch_size=40)
+            changed += int(not np.array_equal(plain, preds[True]))
+    assert contexts[True]._shared.hits > 0
+    assert changed >= 5  # the refiner is not the identity, so the comparison above is not vacuous
+
+
+def test_stream_protocols_of_the_appendix_tables():
+    from dartlib.experiments import Cell
+    from dartlib.table1 import stream_order
+
+    labels = np.repeat(np.arange(10), 100)
+
+    def order(shift, param, params=""):
+        return stream_order(labels, Cell(dataset="x", shift=shift, shift_param=param, corruption="fog", severity=5,
+                                         method="bnadapt", params=params))
+
+    assert sorted(order("none", None)) == list(range(1000))
+    imb = order("online-imb", 50.0)
+    assert len(imb) == 1000 and np.bincount(labels[imb[:100]]).max() > 80  # 50 / (50 + 9) of each subset
+    assert len(order("online-imb", 50.0, "subset=20")) == 200
+    non_iid = order("dirichlet", 0.1)
+    assert sorted(non_iid) == list(range(1000))
+    # non-i.i.d.: consecutive batches of 50 hold few classes (an i.i.d. batch holds about all 10)
+    assert np.mean([len(np.unique(labels[non_iid[i:i + 50]])) for i in range(0, 1000, 50)]) < 5
+    with pytest.raises(ValueError, match="valid: lt, none, online-imb, dirichlet"):
+        order("gradual", 1.0)
+
+
+def test_mixed_stream_pools_every_corruption(tmp_path, monkeypatch):
+    from dartlib.data import sources
+    from dartlib.data.corruptions import CORRUPTIONS
+    from dartlib.experiments import Cell
+    from dartlib.table1 import cell_stream
+
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
+    folder = sources.corrupted_dir("fmnistc")
+    folder.mkdir(parents=True)
+    labels = np.repeat(np.arange(10), 3).astype(np.int64)
+    for i, corruption in enumerate(CORRUPTIONS):  # each corruption's images hold its index
+        np.save(folder / f"{corruption}.npy", np.full((5 * len(labels), 32, 32, 3), i, dtype=np.uint8))
+    np.save(folder / "labels.npy", np.tile(labels, 5))
+    cell = Cell(dataset="fmnistc", shift="none", shift_param=None, corruption="mixed", severity=5, method="bnadapt")
+    images, pooled, order = cell_stream(cell)
+    assert len(images) == 15 * 30 and sorted(np.unique(images[:, 0, 0, 0])) == list(range(15))
+    assert len(order) == 15 * 30
+    images, pooled, order = cell_stream(Cell(**{**cell.__dict__, "params": "pool=60"}))
+    assert len(images) == len(pooled) == len(order) == 60

@@ -351,6 +351,26 @@ def load_imagenet_c(*, corruption: str, severity: int = 5, split: str = "test", 
     return Dataset("imagenet-c", split, images, labels, classes, {"corruption": corruption, "severity": severity})
 
 
+def load_condensed(*, split: str = "train", source: str = "cifar10", ipc: int = 50) -> Dataset:
+    """A condensed (distilled) training set of ``source``, ``ipc`` images per class, from
+    ``<condensed dir>/<source>_ipc<ipc>.npz`` holding ``images`` (uint8, N x 32 x 32 x 3, RGB) and
+    ``labels`` (int64); g_phi can be trained on it instead of the full training set (appendix
+    table "condensed training data")."""
+    _check_split(split, ("train",))
+    folder = location("DART_CONDENSED_DIR", data_root() / "condensed")
+    path = folder / f"{source}_ipc{ipc}.npz"
+    if not path.is_file():
+        raise DataMissingError(f"{source}-condensed", path, HOW_TO_GET_CONDENSED)
+    blob = np.load(path)
+    classes = CIFAR10_CLASSES if source == "cifar10" else tuple(str(i) for i in range(int(blob["labels"].max()) + 1))
+    return Dataset(f"{source}-condensed", split, blob["images"].astype(np.uint8), blob["labels"].astype(np.int64), classes,
+                   {"source": str(path)})
+
+
+HOW_TO_GET_CONDENSED = (
+    "a public distilled CIFAR-10 with 50 images per class (e.g. a dataset-distillation release), converted to an .npz "
+    "with `images` (uint8, N x 32 x 32 x 3, RGB, un-normalised) and `labels` (int64)")
+
 SOURCES: Registry[Callable[..., Dataset]] = Registry(
     "dataset",
     {
@@ -365,6 +385,7 @@ SOURCES: Registry[Callable[..., Dataset]] = Registry(
         "officehome": lambda **kw: load_domain("officehome", **kw),
         "domainnet126": lambda **kw: load_domain("domainnet126", **kw),
         "imagenet-c": load_imagenet_c,
+        "cifar10-condensed": lambda **kw: load_condensed(source="cifar10", **kw),
     },
 )
 
@@ -403,6 +424,8 @@ def expected_path(name: str) -> Path:
     if name in DOMAINS:
         variable, folder_name, _ = _DOMAIN_SOURCES[name]
         return location(variable, data_root() / folder_name)
+    if name == "cifar10-condensed":
+        return location("DART_CONDENSED_DIR", data_root() / "condensed") / "cifar10_ipc50.npz"
     return location("DART_IMAGENETC_DIR", data_root() / "ImageNet-C")
 
 
@@ -418,6 +441,7 @@ HOW_TO_GET = {
     "officehome": "OfficeHomeDataset_10072016, as <domain>/<class>/<image> (Real World -> Real_World)",
     "domainnet126": "DomainNet's clipart/painting/real/sketch restricted to the 126 AdaContrast classes",
     "imagenet-c": "ImageNet-C from Zenodo record 2235448, as <corruption>/<severity>/<wnid>/",
+    "cifar10-condensed": HOW_TO_GET_CONDENSED,
 }
 
 

@@ -1,0 +1,115 @@
+"""The ablation variants of DART (Tables 3-5, Appendix "DART-split on CIFAR-10C-LT") and their
+evaluation with BNAdapt on pre-computed test streams.
+
+Every variant is a named change of :class:`dartlib.dart.DartConfig`, trained by the same
+intermediate-time code. BNAdapt + a refiner only needs the logits (and, for the additive
+variant, the penultimate features) of the frozen BN-adapted source model on each test batch,
+so the streams are computed once and every refiner is applied to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from dartlib.dart import DartConfig, Refiner
+from dartlib.data import load, protocols
+from dartlib.data.protocols import batches
+from dartlib.models import frozen_bn_adapted
+from dartlib.registry import UnknownNameError, unknown_name_message
+from dartlib.training import to_tensor
+
+# refiner label (the paper's rows, as transcribed in data/paper/) -> change of the DART config
+VARIANTS: dict[str, dict] = {
+    "dart": {},
+    "dart-pbar-only": {"inputs": "pbar"},  # Table 3: g_phi reads p_bar only
+    "dart-w-only": {"outputs": "w"},  # Table 3: W only (b = 0)
+    "dart-b-only": {"outputs": "b"},  # Table 3: b only (W = I)
+    "dart-sampling-unif-lt": {"sampling": "unif-lt"},  # Table 4: uniform, LT and inverse LT batches
+    "dart-additive": {"outputs": "additive"},  # Table 5: additive parameters of the last layers
+    "dart-split": {"variant": "dart-split"},  # Appendix B / the DART-split appendix table
+}
+
+
+def variant_config(name: str, base: DartConfig) -> DartConfig:
+    """``base`` changed as variant ``name`` prescribes."""
+    if name not in VARIANTS:
+        raise UnknownNameError(unknown_name_message("DART variant", name, list(VARIANTS)))
+    return replace(base, **VARIANTS[name])
+
+
+@dataclass
+class Stream:
+    """One test stream: labels in stream order and, per batch, f_theta0_bar's logits and features."""
+
+    shift: str
+    shift_param: float
+    corruption: str
+    labels: np.ndarray
+    logits: list[torch.Tensor]
+    features: list[torch.Tensor]
+
+
+def stream_order(labels: np.ndarray, *, shift: str, shift_param: float, seed: int, subset_size: int = 0) -> np.ndarray:
+    """The test order of a shift protocol: ``lt`` (CIFAR-10C-LT, rho = ``shift_param``) or
+    ``online-imb`` (CIFAR-10C-imb, IR = ``shift_param``, subsets of ``subset_size``)."""
+    if shift == "lt":
+        return protocols.long_tailed(labels, rho=shift_param, seed=seed)
+    if shift == "online-imb":
+        k = len(np.unique(labels))
+        size = subset_size or len(labels) // k
+        return protocols.online_imbalance(labels, ir=shift_param, subset_size=size, seed=seed)
+    raise ValueError(f"unknown shift {shift!r}; valid: lt, online-imb")
+
+
+@torch.no_grad()
+def bnadapt_streams(
+    model: nn.Module, *, dataset: str, corruptions: Sequence[str], shifts: Mapping[str, Sequence[float]],
+    severity: int = 5, seed: int = 0, batch_size: int = 200, subset_size: int = 0, device: str = "cpu",
+    progress: bool = False,
+) -> list[Stream]:
+    """f_theta0_bar's per-batch features and logits on every (corruption, shift, parameter) stream
+    (``subset_size``: images per subset of the online-imbalance streams; 0: the paper's N / K)."""
+    frozen = frozen_bn_adapted(model).to(device)
+    jobs = [(c, s, float(p)) for c in corruptions for s, params in shifts.items() for p in params]
+    out = []
+    for corruption, shift, param in tqdm(jobs, desc="BN-adapted streams", disable=not progress):
+        data = load(dataset, corruption=corruption, severity=severity)
+        order = stream_order(data.labels, shift=shift, shift_param=param, seed=seed, subset_size=subset_size)
+        feats = [frozen.features(to_tensor(data.images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
+        logits = [frozen.head(f.to(device)).cpu() for f in feats]
+        out.append(Stream(shift, param, corruption, data.labels[order], logits, feats))
+    return out
+
+
+def refined_accuracy(stream: Stream, refiner: Refiner | None) -> float:
+    """Accuracy (%) of BNAdapt (``refiner`` None) or BNAdapt + refiner on one stream."""
+    correct, start = 0, 0
+    for logits, feats in zip(stream.logits, stream.features):
+        out = logits if refiner is None else refiner(logits, logits, features=feats)
+        n = len(logits)
+        correct += int((out.argmax(1).numpy() == stream.labels[start : start + n]).sum())
+        start += n
+    return 100.0 * correct / len(stream.labels)
+
+
+def evaluate_refiners(streams: Sequence[Stream], refiners: Mapping[str, Refiner | None], *, dataset: str,
+                      experiment: str, severity: int = 5, seed: int = 0) -> pd.DataFrame:
+    """BNAdapt with each named refiner (``None``: plain BNAdapt, refiner label "none") on every
+    stream, in the results schema."""
+    rows = []
+    for stream in streams:
+        for name, refiner in refiners.items():
+            if refiner is not None:
+                refiner.reset()
+            rows.append({"experiment": experiment, "dataset": dataset, "shift": stream.shift,
+                         "shift_param": stream.shift_param, "corruption": stream.corruption, "severity": severity,
+                         "method": "bnadapt", "refiner": name, "params": "", "seed": seed, "n": len(stream.labels),
+                         "accuracy": refined_accuracy(stream, refiner)})
+    return pd.DataFrame(rows)

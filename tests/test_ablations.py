@@ -1,0 +1,61 @@
+"""The DART variants of the ablation tables and their evaluation on pre-computed streams."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from dartlib.ablations import VARIANTS, bnadapt_streams, evaluate_refiners, refined_accuracy, stream_order, variant_config
+from dartlib.dart import DartConfig
+from dartlib.data.sources import Dataset
+from dartlib.intermediate import train_refiner
+from dartlib.models import small_cnn
+from dartlib.registry import UnknownNameError
+
+
+def test_every_variant_is_one_named_change_of_the_config():
+    base = DartConfig(epochs=3, hidden=32)
+    assert variant_config("dart", base) == base
+    changed = {name: {k for k in vars(base) if getattr(variant_config(name, base), k) != getattr(base, k)}
+               for name in VARIANTS if name != "dart"}
+    assert all(len(keys) == 1 for keys in changed.values()), changed
+    assert variant_config("dart-additive", base).outputs == "additive"
+    with pytest.raises(UnknownNameError, match="valid names: dart, dart-pbar-only"):
+        variant_config("dart-xl", base)
+
+
+def test_online_imbalance_order_has_k_subsets_with_one_majority_each():
+    labels = np.repeat(np.arange(10), 100)
+    order = stream_order(labels, shift="online-imb", shift_param=50.0, seed=0)
+    assert len(order) == 1000
+    majors = [np.bincount(labels[order[i * 100:(i + 1) * 100]], minlength=10).argmax() for i in range(10)]
+    assert sorted(majors) == list(range(10))
+    assert len(stream_order(labels, shift="online-imb", shift_param=50.0, seed=0, subset_size=20)) == 200
+    with pytest.raises(ValueError, match="valid: lt, online-imb"):
+        stream_order(labels, shift="dirichlet", shift_param=1.0, seed=0)
+
+
+def test_every_variant_trains_and_refines_the_shared_streams(tiny_corrupted):
+    torch.manual_seed(0)
+    model = small_cnn(10, width=4).eval()
+    rng = np.random.default_rng(1)
+    train = Dataset("fmnist", "train", rng.integers(0, 255, size=(400, 32, 32, 3), dtype=np.uint8),
+                    np.repeat(np.arange(10), 40).astype(np.int64), tuple(str(i) for i in range(10)))
+    base = DartConfig(epochs=1, hidden=16, n_dir=4, batch_size=16)
+    streams = bnadapt_streams(model, dataset="fmnistc", corruptions=["gaussian_noise"],
+                              shifts={"lt": [1.0, 10.0], "online-imb": [20.0]}, batch_size=50, subset_size=20)
+    assert [(s.shift, s.shift_param) for s in streams] == [("lt", 1.0), ("lt", 10.0), ("online-imb", 20.0)]
+    assert len(streams[2].labels) == 200 and streams[0].features[0].shape[0] == 50
+    # the logits are the head of the stored features (the additive variant refines the features)
+    assert torch.allclose(streams[0].logits[0], model.head(streams[0].features[0]), atol=1e-5)
+    refiners = {name: train_refiner(model, train, variant_config(name, base), progress=False, max_steps=3)[0]
+                for name in VARIANTS}
+    results = evaluate_refiners(streams, {"none": None, **refiners}, dataset="fmnistc", experiment="t")
+    assert len(results) == 3 * (len(VARIANTS) + 1) and results.accuracy.between(0, 100).all()
+    # an untrained residual refiner is the identity: BNAdapt + it == BNAdapt, stream by stream
+    identity = train_refiner(model, train, replace(base, epochs=1), progress=False, max_steps=0)[0]
+    for stream in streams:
+        assert refined_accuracy(stream, identity) == refined_accuracy(stream, None)

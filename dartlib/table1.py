@@ -122,6 +122,8 @@ class Table1Context:
 
 @lru_cache(maxsize=4)
 def _corrupted(dataset: str, corruption: str, severity: int):
+    if corruption == "clean":  # a natural-shift test set (CIFAR-10.1) or a clean one
+        return load(dataset, split="test")
     return load(dataset, corruption=corruption, severity=severity)
 
 
@@ -182,7 +184,8 @@ def adapt_accuracy(adapter: tta.Adapter, images: np.ndarray, labels: np.ndarray,
 def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(images, labels, order) of a cell's test stream (corrupted sets cached across cells).
 
-    Corruption ``mixed`` is the mixed-domain set: all 15 corruptions of the severity in one pool
+    Corruption ``clean`` is the dataset's own test split (CIFAR-10.1 for CIFAR-10.1-LT);
+    corruption ``mixed`` is the mixed-domain set: all 15 corruptions of the severity in one pool
     (Appendix, "DART in mixed domain TTA settings"); ``pool=`` in the params draws that many
     images of the pool at random first (reduced profiles), before the shift protocol orders them.
     """

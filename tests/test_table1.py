@@ -131,3 +131,24 @@ def test_mixed_stream_pools_every_corruption(tmp_path, monkeypatch):
     assert len(order) == 15 * 30
     images, pooled, order = cell_stream(Cell(**{**cell.__dict__, "params": "pool=60"}))
     assert len(images) == len(pooled) == len(order) == 60
+
+
+def test_cifar10_1_lt_cells_run_from_the_release_layout(tmp_path, monkeypatch):
+    """CIFAR-10.1-LT (Table 1's natural-shift column): the npy release layout, LT streams, +-DART."""
+    from dartlib.experiments import run_grid
+
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
+    folder = tmp_path / "CIFAR-10.1"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    np.save(folder / "cifar10.1_v6_data.npy", rng.integers(0, 255, size=(200, 32, 32, 3), dtype=np.uint8))
+    np.save(folder / "cifar10.1_v6_labels.npy", np.repeat(np.arange(10), 20))
+    torch.manual_seed(0)
+    source = small_cnn(10, width=4).eval()
+    context = Table1Context(source=source, refiner=Refiner(module=RefinementModule(10, hidden=8), config=DartConfig()),
+                            batch_size=50)
+    cells = table1_cells(dataset="cifar10.1", corruptions=["clean"], rhos=[1, 10], methods=["noadapt", "bnadapt", "tent"])
+    results = run_grid(cells, lambda c: evaluate_cell(c, context), path=tmp_path / "natural.csv", experiment="natural",
+                       progress=False)
+    assert len(results) == len(cells) == 10
+    assert results.n.max() == 200 and results.n.min() < 120  # rho = 1 keeps all; rho = 10 an LT subset

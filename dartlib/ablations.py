@@ -20,10 +20,9 @@ from tqdm import tqdm
 
 from dartlib.dart import DartConfig, Refiner
 from dartlib.data import load, protocols
-from dartlib.data.protocols import batches
+from dartlib.evaluation import stream_accuracy, stream_features
 from dartlib.models import frozen_bn_adapted
 from dartlib.registry import UnknownNameError, unknown_name_message
-from dartlib.training import to_tensor
 
 # refiner label (the paper's rows, as transcribed in data/paper/) -> change of the DART config
 VARIANTS: dict[str, dict] = {
@@ -54,18 +53,15 @@ class Stream:
     labels: np.ndarray
     logits: list[torch.Tensor]
     features: list[torch.Tensor]
+    batch_size: int
 
 
 def stream_order(labels: np.ndarray, *, shift: str, shift_param: float, seed: int, subset_size: int = 0) -> np.ndarray:
-    """The test order of a shift protocol: ``lt`` (CIFAR-10C-LT, rho = ``shift_param``) or
-    ``online-imb`` (CIFAR-10C-imb, IR = ``shift_param``, subsets of ``subset_size``)."""
-    if shift == "lt":
-        return protocols.long_tailed(labels, rho=shift_param, seed=seed)
-    if shift == "online-imb":
-        k = len(np.unique(labels))
-        size = subset_size or len(labels) // k
-        return protocols.online_imbalance(labels, ir=shift_param, subset_size=size, seed=seed)
-    raise ValueError(f"unknown shift {shift!r}; valid: lt, online-imb")
+    """The test order of the ablation tables' shifts: ``lt`` (CIFAR-10C-LT, rho = ``shift_param``)
+    or ``online-imb`` (CIFAR-10C-imb, IR = ``shift_param``, subsets of ``subset_size``)."""
+    if shift not in ("lt", "online-imb"):
+        raise ValueError(f"unknown shift {shift!r}; valid: lt, online-imb")
+    return protocols.test_order(labels, shift=shift, shift_param=shift_param, seed=seed, subset_size=subset_size)
 
 
 @torch.no_grad()
@@ -82,21 +78,16 @@ def bnadapt_streams(
     for corruption, shift, param in tqdm(jobs, desc="BN-adapted streams", disable=not progress):
         data = load(dataset, corruption=corruption, severity=severity)
         order = stream_order(data.labels, shift=shift, shift_param=param, seed=seed, subset_size=subset_size)
-        feats = [frozen.features(to_tensor(data.images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
+        feats = stream_features(frozen, data.images, order, batch_size=batch_size, device=device)
         logits = [frozen.head(f.to(device)).cpu() for f in feats]
-        out.append(Stream(shift, param, corruption, data.labels[order], logits, feats))
+        out.append(Stream(shift, param, corruption, data.labels[order], logits, feats, batch_size))
     return out
 
 
 def refined_accuracy(stream: Stream, refiner: Refiner | None) -> float:
     """Accuracy (%) of BNAdapt (``refiner`` None) or BNAdapt + refiner on one stream."""
-    correct, start = 0, 0
-    for logits, feats in zip(stream.logits, stream.features):
-        out = logits if refiner is None else refiner(logits, logits, features=feats)
-        n = len(logits)
-        correct += int((out.argmax(1).numpy() == stream.labels[start : start + n]).sum())
-        start += n
-    return 100.0 * correct / len(stream.labels)
+    return stream_accuracy(stream.logits, stream.labels, np.arange(len(stream.labels)), batch_size=stream.batch_size,
+                           refiner=refiner, features=stream.features)
 
 
 def evaluate_refiners(streams: Sequence[Stream], refiners: Mapping[str, Refiner | None], *, dataset: str,

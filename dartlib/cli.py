@@ -157,7 +157,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dartlib.experiments import run_grid, shard
+    from dartlib.experiments import parse_shard, run_grid, shard
     from dartlib.paths import NOTEBOOKS_DIR, results_dir
     from dartlib.profiles import load_profile
     from dartlib.runner import notebook_parameters
@@ -165,7 +165,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     if args.shard:
         try:
-            shard([], args.shard)
+            parse_shard(args.shard)
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

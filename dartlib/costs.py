@@ -32,15 +32,17 @@ def _count(modules: list[nn.Module], *, trainable: bool = False) -> int:
     return total
 
 
+def networks(adapter: tta.Adapter) -> list[nn.Module]:
+    """The networks an adapter runs forward at test time: the adapted model, and f_theta0_bar
+    where it is a separate copy (BNAdapt+DART reads its own logits, Section 3)."""
+    if adapter.refiner is not None and adapter.name != "bnadapt":
+        return [adapter.model, adapter.source]
+    return [adapter.model]
+
+
 def held_modules(adapter: tta.Adapter) -> list[nn.Module]:
-    """The networks an adapter evaluates at test time: the adapted model, f_theta0_bar where it
-    is a separate copy (BNAdapt+DART reads its own logits, Section 3), and g_phi."""
-    modules = [adapter.model]
-    if adapter.refiner is not None:
-        if adapter.name != "bnadapt":
-            modules.append(adapter.source)
-        modules.append(adapter.refiner.module)
-    return modules
+    """The networks of :func:`networks` and, with DART, g_phi."""
+    return networks(adapter) + ([adapter.refiner.module] if adapter.refiner is not None else [])
 
 
 def executed_flops(adapter: tta.Adapter, x: torch.Tensor) -> int:
@@ -71,13 +73,12 @@ def cost_table(model: nn.Module, refiner: Refiner, images: np.ndarray, *, batch_
 
         adapter = fresh()
         modules = held_modules(adapter)
-        with torch.no_grad():
-            forward = 0
-            for module in modules[:2] if ref == "dart" and method != "bnadapt" else modules[:1]:
-                counter = FlopCounterMode(display=False)
-                with counter:
-                    module(probe)
-                forward += counter.get_total_flops()
+        forward = 0
+        for network in networks(adapter):
+            counter = FlopCounterMode(display=False)
+            with counter, torch.no_grad():
+                network(probe)
+            forward += counter.get_total_flops()
         executed = executed_flops(fresh(), probe)
         best = float("inf")
         for _ in range(repeats):

@@ -85,14 +85,20 @@ def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def shard(cells: Sequence[Cell], spec: str) -> list[Cell]:
-    """The ``i``-th of ``n`` interleaved parts of a grid, ``spec`` = "i/n" (0 <= i < n)."""
+def parse_shard(spec: str) -> tuple[int, int]:
+    """``"i/n"`` -> (i, n), with 0 <= i < n."""
     try:
         i, n = (int(v) for v in spec.split("/"))
     except ValueError:
         raise ValueError(f"shard must read i/n with integers 0 <= i < n, got {spec!r}") from None
     if not 0 <= i < n:
         raise ValueError(f"shard must read i/n with integers 0 <= i < n, got {spec!r}")
+    return i, n
+
+
+def shard(cells: Sequence[Cell], spec: str) -> list[Cell]:
+    """The ``i``-th of ``n`` interleaved parts of a grid, ``spec`` = "i/n" (0 <= i < n)."""
+    i, n = parse_shard(spec)
     return list(cells)[i::n]
 
 

@@ -139,3 +139,13 @@ def write_tables(table: pd.DataFrame, *, profile: str, name: str, title: str = "
         path.write_text(render(table, fmt=fmt, title=title))
         paths[fmt] = path
     return paths
+
+
+def beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, profile: str, name: str, title: str,
+                 columns: str = "shift_param", row_order: list[str] | None = None) -> pd.DataFrame:
+    """A notebook's table: ``results`` (one row per cell) averaged per seed over the other axes
+    (corruptions), beside ``paper`` (:func:`compare`), written by :func:`write_tables`."""
+    per_seed = results.groupby(["method", "refiner", columns, "seed"], as_index=False, sort=False)["accuracy"].mean()
+    table = compare(per_seed, paper, columns=columns, row_order=row_order)
+    write_tables(table, profile=profile, name=name, title=title)
+    return table

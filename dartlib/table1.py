@@ -139,29 +139,11 @@ def _mixed(dataset: str, severity: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
-    """The test order of a cell's shift protocol:
-
-    - ``lt``: the long-tailed subset (rho = shift_param, CIFAR-10C-LT);
-    - ``none``: every image in random order;
-    - ``online-imb``: K subsets, each with one majority class (IR = shift_param, CIFAR-10C-imb;
-      ``subset=`` in the params sets the subset size, default N / K);
-    - ``dirichlet``: NOTE's non-i.i.d. order with K chunks (delta = shift_param).
-
-    A ``limit=`` item in the params keeps the first images of the order.
-    """
+    """The test order of a cell (:func:`dartlib.data.protocols.test_order` of its shift); in the
+    params, ``subset=`` sets the online-imbalance subset size and ``limit=`` keeps the first images."""
     options = cell_options(cell)
-    k = int(labels.max()) + 1
-    if cell.shift == "lt":
-        order = protocols.long_tailed(labels, rho=float(cell.shift_param), seed=cell.seed)
-    elif cell.shift == "none":
-        order = protocols.iid_order(labels, seed=cell.seed)
-    elif cell.shift == "online-imb":
-        size = int(options.get("subset", len(labels) // k))
-        order = protocols.online_imbalance(labels, ir=float(cell.shift_param), subset_size=size, seed=cell.seed)
-    elif cell.shift == "dirichlet":
-        order = protocols.dirichlet_stream(labels, delta=float(cell.shift_param), n_chunks=k, seed=cell.seed)
-    else:
-        raise ValueError(f"unknown shift {cell.shift!r} for a test stream; valid: lt, none, online-imb, dirichlet")
+    order = protocols.test_order(labels, shift=cell.shift, shift_param=cell.shift_param, seed=cell.seed,
+                                 subset_size=int(options.get("subset", 0)))
     limit = int(options.get("limit", 0))
     return order[:limit] if limit else order
 

@@ -71,3 +71,16 @@ def test_parse_params_reads_both_separators():
     assert parse_params("int_batch=32;hidden=250") == {"int_batch": "32", "hidden": "250"}
     assert parse_params("alpha=0.1,limit=1000") == {"alpha": "0.1", "limit": "1000"}
     assert parse_params("") == {} and parse_params(float("nan")) == {}
+
+
+def test_beside_paper_averages_per_seed_and_writes(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from dartlib import report
+
+    monkeypatch.setattr(report, "results_dir", lambda profile: tmp_path / profile)
+    rows = pd.DataFrame({"method": "bnadapt", "refiner": "none", "shift_param": 1.0, "seed": [0, 0, 1, 1],
+                         "accuracy": [80.0, 90.0, 84.0, 86.0]})
+    table = report.beside_paper(rows, None, profile="smoke", name="t", title="t")
+    assert table.loc[("BNAdapt", "1"), "ours"] == 85.0 and table.loc[("BNAdapt", "1"), "ours_std"] == 0.0
+    assert (tmp_path / "smoke" / "tables" / "t.md").is_file()

@@ -190,6 +190,31 @@ PROTOCOLS: Registry[Callable[..., np.ndarray]] = Registry(
 )
 
 
+TEST_SHIFTS = ("lt", "none", "online-imb", "dirichlet")
+
+
+def test_order(labels: np.ndarray, *, shift: str, shift_param: float | None, seed: int, subset_size: int = 0
+               ) -> np.ndarray:
+    """The test-stream order of a results-schema ``shift`` with its ``shift_param``:
+
+    - ``lt``: the long-tailed subset (rho = shift_param, CIFAR-10C-LT);
+    - ``none``: every image in random order;
+    - ``online-imb``: K subsets, each with one majority class (IR = shift_param, CIFAR-10C-imb),
+      of ``subset_size`` images (0: N / K, the paper's);
+    - ``dirichlet``: NOTE's non-i.i.d. order with K chunks (delta = shift_param).
+    """
+    k = int(np.max(labels)) + 1
+    if shift == "lt":
+        return long_tailed(labels, rho=float(shift_param), seed=seed)
+    if shift == "none":
+        return iid_order(labels, seed=seed)
+    if shift == "online-imb":
+        return online_imbalance(labels, ir=float(shift_param), subset_size=subset_size or len(labels) // k, seed=seed)
+    if shift == "dirichlet":
+        return dirichlet_stream(labels, delta=float(shift_param), n_chunks=k, seed=seed)
+    raise ValueError(f"unknown shift {shift!r} for a test stream; valid: {', '.join(TEST_SHIFTS)}")
+
+
 def cached(protocol: str, labels: np.ndarray, *, cache_dir: Path | None = None, **params) -> np.ndarray:
     """``PROTOCOLS[protocol](labels, **params)``, stored under ``<data root>/cache/protocols/``.
 

@@ -200,3 +200,21 @@ def _from_blob(blob: dict) -> Refiner:
     if detector is not None:
         detector.load_state_dict(blob["detector"])
     return Refiner(module=module.eval(), config=config, detector=detector, head=head)
+
+
+@torch.no_grad()
+def logit_statistics(model: nn.Module, images: np.ndarray, *, batch_size: int = 256, device: str = "cpu") -> dict:
+    """Mean max-logit and mean logit sum of the pre-trained classifier f_theta0 (its stored BN
+    statistics, eval mode) on training images: the training-side terms of the adaptive
+    temperature of Appendix B (Eq. smax_5 and its Taylor approximation), as
+    :attr:`dartlib.dart.Refiner.train_logit_stats` expects them."""
+    was_training = model.training
+    model.eval().to(device)
+    max_sum, logit_sum, n = 0.0, 0.0, 0
+    for start in range(0, len(images), batch_size):
+        logits = model(to_tensor(images[start:start + batch_size]).to(device)).double()
+        max_sum += float(logits.max(1).values.sum())
+        logit_sum += float(logits.sum())
+        n += logits.shape[0]
+    model.train(was_training)
+    return {"max": max_sum / n, "sum": logit_sum / n}

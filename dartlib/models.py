@@ -205,6 +205,8 @@ ARCHITECTURES: Registry = Registry(
         "resnet26-w16": lambda num_classes: resnet26(num_classes, width=16),
         "small-cnn": small_cnn,
         "resnet50": resnet50,
+        # ImageNet-pretrained initialisation, fine-tuned on a source domain (PACS, OfficeHome, DomainNet-126)
+        "resnet50-imagenet": lambda num_classes: resnet50(num_classes, weights="imagenet"),
     },
 )
 

@@ -23,6 +23,7 @@ from dartlib import tta
 from dartlib.dart import Refiner
 from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS
+from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib.data.protocols import batches
 from dartlib.experiments import Cell, grid
 from dartlib.models import frozen_bn_adapted
@@ -121,9 +122,14 @@ class Table1Context:
 
 
 @lru_cache(maxsize=4)
-def _corrupted(dataset: str, corruption: str, severity: int):
+def _corrupted(dataset: str, corruption: str, severity: int, image_size: int = 0):
     if corruption == "clean":  # a natural-shift test set (CIFAR-10.1) or a clean one
         return load(dataset, split="test")
+    if "->" in corruption:  # a domain scenario "source->target": the target domain is the test set
+        target = DOMAIN_FOLDERS[dataset][corruption.split("->")[1]]
+        return load(dataset, split=target, **({"image_size": image_size} if image_size else {}))
+    if image_size:
+        return load(dataset, corruption=corruption, severity=severity, image_size=image_size)
     return load(dataset, corruption=corruption, severity=severity)
 
 
@@ -167,6 +173,9 @@ def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(images, labels, order) of a cell's test stream (corrupted sets cached across cells).
 
     Corruption ``clean`` is the dataset's own test split (CIFAR-10.1 for CIFAR-10.1-LT);
+    a corruption ``<source>-><target>`` is the target domain of a domain benchmark (PACS,
+    OfficeHome, DomainNet-126); ``size=`` in the params sets the image size of the sets that are
+    resized on loading (domains, ImageNet-C);
     corruption ``mixed`` is the mixed-domain set: all 15 corruptions of the severity in one pool
     (Appendix, "DART in mixed domain TTA settings"); ``pool=`` in the params draws that many
     images of the pool at random first (reduced profiles), before the shift protocol orders them.
@@ -174,7 +183,7 @@ def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if cell.corruption == "mixed":
         images, labels = _mixed(cell.dataset, int(cell.severity))
     else:
-        data = _corrupted(cell.dataset, cell.corruption, int(cell.severity))
+        data = _corrupted(cell.dataset, cell.corruption, int(cell.severity or 0), int(cell_options(cell).get("size", 0)))
         images, labels = data.images, data.labels
     pool = int(cell_options(cell).get("pool", 0))
     if pool:

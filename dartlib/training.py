@@ -48,6 +48,9 @@ RECIPES: Registry[Recipe] = Registry(
         "paper": Recipe(200, 200, 0.1, 0.9, 5e-4, False, 0, "rrc-flip"),
         "cpu": Recipe(15, 128, 0.1, 0.9, 5e-4, True, 1, "crop-flip"),
         "smoke": Recipe(2, 128, 0.1, 0.9, 5e-4, True, 0, "flip"),
+        # Fine-tuning an ImageNet-pretrained ResNet-50 on one source domain (PACS, OfficeHome,
+        # DomainNet-126) where no released source checkpoint is given; our recipe, not the paper's.
+        "domain": Recipe(30, 64, 0.01, 0.9, 5e-4, False, 0, "rrc-flip"),
     },
 )
 
@@ -146,8 +149,11 @@ def sgd_epoch(
     return loss_sum, correct, seen
 
 
-def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int) -> Path:
-    return data_root() / "checkpoints" / f"{dataset}-{arch}-{recipe}-seed{seed}.pt"
+def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: str = "train") -> Path:
+    """Where a source checkpoint lives; ``split`` names the training split when it is not
+    ``train`` (a domain of PACS, OfficeHome or DomainNet-126)."""
+    name = dataset if split == "train" else f"{dataset}-{split}"
+    return data_root() / "checkpoints" / f"{name}-{arch}-{recipe}-seed{seed}.pt"
 
 
 def _atomic_torch_save(obj: object, path: Path) -> None:
@@ -158,19 +164,23 @@ def _atomic_torch_save(obj: object, path: Path) -> None:
 
 def train_source(
     *, dataset: str, arch: str, recipe: str, seed: int = 0, device: str | None = None,
-    max_epochs: int | None = None, progress: bool = True,
+    max_epochs: int | None = None, progress: bool = True, train_split: str = "train", test_split: str = "test",
+    load_options: dict | None = None,
 ) -> Path:
     """Train (or resume training) a source classifier; returns the finished checkpoint's path.
 
     ``max_epochs`` stops after that many epochs in this call (the partial state is kept, and the
-    next call resumes), for budgets split across sessions.
+    next call resumes), for budgets split across sessions. ``train_split`` / ``test_split`` and
+    ``load_options`` (e.g. ``image_size``) select the data of a domain benchmark, whose source
+    model trains on one domain (its "clean accuracy" is then measured on ``test_split``).
     """
     rec = RECIPES[recipe]
-    final = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed)
+    final = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, split=train_split)
     if final.is_file():
         return final
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    train, test = load(dataset, split="train"), load(dataset, split="test")
+    options = load_options or {}
+    train, test = load(dataset, split=train_split, **options), load(dataset, split=test_split, **options)
     torch.manual_seed(seed)
     model = build(arch, num_classes=train.num_classes).to(device)
     if device == "cuda":
@@ -189,7 +199,7 @@ def train_source(
         opt.load_state_dict(state["optimizer"])
         start_epoch, history, elapsed = state["epoch"], state["history"], state["seconds"]
     final.parent.mkdir(parents=True, exist_ok=True)
-    steps = len(train) // rec.batch_size
+    steps = max(1, len(train) // rec.batch_size)  # a training set smaller than one batch is one step
     x_all, y_all = train.images, torch.from_numpy(train.labels)
     stop = rec.epochs if max_epochs is None else min(rec.epochs, start_epoch + max_epochs)
     for epoch in range(start_epoch, stop):
@@ -214,6 +224,7 @@ def train_source(
         return partial
     meta = {
         "arch": arch, "num_classes": train.num_classes, "dataset": dataset, "dataset_digest": train.digest(),
+        "train_split": train_split, "test_split": test_split,
         "recipe": recipe, "recipe_values": dataclasses.asdict(rec), "epochs": rec.epochs, "seed": seed,
         "clean_test_accuracy": history[-1]["test_acc"], "history": history, "train_seconds": elapsed,
         "device": device, "dartlib_version": __version__, "torch_version": torch.__version__,
@@ -231,10 +242,23 @@ class _nullcontext:
         return False
 
 
+def save_source(model: nn.Module, meta: dict, path: Path) -> Path:
+    """Write a source checkpoint in this library's format (weights + metadata with at least
+    ``arch`` and ``num_classes``), e.g. for a released or pretrained model."""
+    missing = {"arch", "num_classes"} - set(meta)
+    if missing:
+        raise ValueError(f"source metadata needs {sorted(missing)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_torch_save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "meta": meta}, path)
+    return path
+
+
 def load_checkpoint(path: Path | str, *, device: str = "cpu") -> tuple[nn.Module, dict]:
     """A trained source model (eval mode) and its metadata."""
     blob = torch.load(path, map_location=device, weights_only=False)
     meta = blob["meta"]
-    model = build(meta["arch"], num_classes=meta["num_classes"]).to(device)
+    # An "-imagenet" suffix names the initialisation of a fine-tuned model, not its architecture;
+    # the saved weights replace it, so loading needs no pretrained download.
+    model = build(meta["arch"].removesuffix("-imagenet"), num_classes=meta["num_classes"]).to(device)
     model.load_state_dict(blob["model"])
     return model.eval(), meta

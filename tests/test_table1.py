@@ -108,7 +108,7 @@ def test_stream_protocols_of_the_appendix_tables():
     assert sorted(non_iid) == list(range(1000))
     # non-i.i.d.: consecutive batches of 50 hold few classes (an i.i.d. batch holds about all 10)
     assert np.mean([len(np.unique(labels[non_iid[i:i + 50]])) for i in range(0, 1000, 50)]) < 5
-    with pytest.raises(ValueError, match="valid: lt, none, online-imb, dirichlet"):
+    with pytest.raises(ValueError, match="valid: lt, none, natural, online-imb, dirichlet"):
         order("gradual", 1.0)
 
 

@@ -190,7 +190,7 @@ PROTOCOLS: Registry[Callable[..., np.ndarray]] = Registry(
 )
 
 
-TEST_SHIFTS = ("lt", "none", "online-imb", "dirichlet")
+TEST_SHIFTS = ("lt", "none", "natural", "online-imb", "dirichlet")
 
 
 def test_order(labels: np.ndarray, *, shift: str, shift_param: float | None, seed: int, subset_size: int = 0
@@ -199,6 +199,8 @@ def test_order(labels: np.ndarray, *, shift: str, shift_param: float | None, see
 
     - ``lt``: the long-tailed subset (rho = shift_param, CIFAR-10C-LT);
     - ``none``: every image in random order;
+    - ``natural``: the same, for a natural-shift test domain whose own class distribution is
+      the label shift (PACS, OfficeHome, DomainNet-126);
     - ``online-imb``: K subsets, each with one majority class (IR = shift_param, CIFAR-10C-imb),
       of ``subset_size`` images (0: N / K, the paper's);
     - ``dirichlet``: NOTE's non-i.i.d. order with K chunks (delta = shift_param).
@@ -206,7 +208,7 @@ def test_order(labels: np.ndarray, *, shift: str, shift_param: float | None, see
     k = int(np.max(labels)) + 1
     if shift == "lt":
         return long_tailed(labels, rho=float(shift_param), seed=seed)
-    if shift == "none":
+    if shift in ("none", "natural"):
         return iid_order(labels, seed=seed)
     if shift == "online-imb":
         return online_imbalance(labels, ir=float(shift_param), subset_size=subset_size or len(labels) // k, seed=seed)

@@ -20,6 +20,7 @@ pacs            PACS/<domain>/<class>/                      DART_PACS_DIR
 officehome      OfficeHome/<domain>/<class>/                DART_OFFICEHOME_DIR
 domainnet126    DomainNet126/<domain>/<class>/              DART_DOMAINNET126_DIR
 imagenet-c      ImageNet-C/<corruption>/<severity>/<wnid>/  DART_IMAGENETC_DIR
+imagenet        ImageNet/<split>/<wnid>/ (train: D_int)     DART_IMAGENET_DIR
 ==============  ==========================================  ====================
 """
 
@@ -168,8 +169,10 @@ def read_image_folder(root: Path, *, size: int | None = None) -> tuple[np.ndarra
 def _resize_centre_crop(img, size: int):
     from PIL import Image
 
-    short = round(size * 256 / 224)
     w, h = img.size
+    if (w, h) == (size, size):  # already an evaluation crop (ImageNet-C's released images are 224 x 224)
+        return img
+    short = round(size * 256 / 224)
     scale = short / min(w, h)
     img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
     w, h = img.size
@@ -339,6 +342,52 @@ def load_domain(name: str, *, split: str, image_size: int = 224) -> Dataset:
     return Dataset(name, split, images, labels, classes, {"domain": split, "source": str(root)})
 
 
+# The paper's short domain names (its X->Y scenario labels) -> the folder names of each release.
+DOMAIN_FOLDERS = {
+    "pacs": {"art": "art_painting", "cartoon": "cartoon", "photo": "photo", "sketch": "sketch"},
+    "officehome": {"art": "Art", "clipart": "Clipart", "product": "Product", "real": "Real_World"},
+    "domainnet126": {"clipart": "clipart", "painting": "painting", "real": "real", "sketch": "sketch"},
+}
+
+
+def load_imagenet(*, split: str = "train", per_class: int | None = 50, seed: int = 0, image_size: int = 224) -> Dataset:
+    """ImageNet from ``<split>/<wnid>/*.JPEG`` (classes: sorted wnids); ``per_class`` random
+    files of every class are decoded, not the whole split (the intermediate set D_int of
+    Appendix A is 50 training images per class; None reads every file)."""
+    from PIL import Image
+
+    _check_split(split, ("train", "val"))
+    root = location("DART_IMAGENET_DIR", data_root() / "ImageNet")
+    folder = root / split
+    if not folder.is_dir():
+        raise DataMissingError("imagenet", folder, "the ILSVRC-2012 images (image-net.org, ~140 GB for train) laid out "
+                               f"as {root}/train/<wnid>/<image>.JPEG (the usual ImageFolder layout)")
+    cache = _cache_path(f"imagenet-{split}-{per_class}-{seed}-{image_size}", folder)
+    if cache.is_file():
+        with np.load(cache, allow_pickle=False) as z:
+            images, labels, classes = z["images"], z["labels"], tuple(str(c) for c in z["classes"])
+    else:
+        classes = tuple(sorted(d.name for d in folder.iterdir() if d.is_dir()))
+        rng = np.random.default_rng(seed)
+        images_list, labels_list = [], []
+        for label, wnid in enumerate(classes):
+            files = _image_files(folder / wnid)
+            if per_class is not None:
+                if len(files) < per_class:
+                    raise ValueError(f"{folder / wnid} has {len(files)} images, fewer than per_class={per_class}")
+                files = [files[i] for i in np.sort(rng.permutation(len(files))[:per_class])]
+            for path in files:
+                with Image.open(path) as img:
+                    images_list.append(np.asarray(_resize_centre_crop(img.convert("RGB"), image_size), dtype=np.uint8))
+                labels_list.append(label)
+        images, labels = np.stack(images_list), np.asarray(labels_list, dtype=np.int64)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp.npz")
+        np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
+        os.replace(tmp, cache)
+    return Dataset("imagenet", split, images, labels, classes, {"per_class": per_class, "seed": seed, "source": str(root)})
+
+
 def load_imagenet_c(*, corruption: str, severity: int = 5, split: str = "test", image_size: int = 224) -> Dataset:
     """ImageNet-C from ``<corruption>/<severity>/<wnid>/*.JPEG`` (classes: sorted wnids)."""
     _check_split(split, ("test",))
@@ -385,6 +434,7 @@ SOURCES: Registry[Callable[..., Dataset]] = Registry(
         "officehome": lambda **kw: load_domain("officehome", **kw),
         "domainnet126": lambda **kw: load_domain("domainnet126", **kw),
         "imagenet-c": load_imagenet_c,
+        "imagenet": load_imagenet,
         "cifar10-condensed": lambda **kw: load_condensed(source="cifar10", **kw),
     },
 )
@@ -426,6 +476,8 @@ def expected_path(name: str) -> Path:
         return location(variable, data_root() / folder_name)
     if name == "cifar10-condensed":
         return location("DART_CONDENSED_DIR", data_root() / "condensed") / "cifar10_ipc50.npz"
+    if name == "imagenet":
+        return location("DART_IMAGENET_DIR", data_root() / "ImageNet") / "train"
     return location("DART_IMAGENETC_DIR", data_root() / "ImageNet-C")
 
 
@@ -441,6 +493,7 @@ HOW_TO_GET = {
     "officehome": "OfficeHomeDataset_10072016, as <domain>/<class>/<image> (Real World -> Real_World)",
     "domainnet126": "DomainNet's clipart/painting/real/sketch restricted to the 126 AdaContrast classes",
     "imagenet-c": "ImageNet-C from Zenodo record 2235448, as <corruption>/<severity>/<wnid>/",
+    "imagenet": "the ILSVRC-2012 training images (image-net.org) as train/<wnid>/<image>.JPEG; 50 per class are read",
     "cifar10-condensed": HOW_TO_GET_CONDENSED,
 }
 

@@ -161,6 +161,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from dartlib.paths import NOTEBOOKS_DIR, results_dir
     from dartlib.profiles import load_profile
     from dartlib.runner import notebook_parameters
+    from dartlib import online
     from dartlib.table1 import evaluate_cell, prepare_context, profile_cells
 
     if args.shard:
@@ -171,15 +172,19 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             return 2
     if args.threads:
         torch.set_num_threads(args.threads)
-    params = {**notebook_parameters(NOTEBOOKS_DIR / "06_table1_main.ipynb"), **load_profile(args.profile)}
-    wanted = inspect.signature(prepare_context).parameters
-    context, meta = prepare_context(**{k: v for k, v in params.items() if k in wanted}, progress=True)
-    cells = profile_cells(params)
+    notebook, prepare, make_cells = {
+        "table1": ("06_table1_main.ipynb", prepare_context, profile_cells),
+        "online_imbalance": ("11_online_imbalance.ipynb", online.prepare_online_context, online.profile_cells),
+    }[args.experiment]
+    params = {**notebook_parameters(NOTEBOOKS_DIR / notebook), **load_profile(args.profile)}
+    wanted = inspect.signature(prepare).parameters
+    context, meta = prepare(**{k: v for k, v in params.items() if k in wanted}, progress=True)[:2]
+    cells = make_cells(params)
     cells = shard(cells, args.shard) if args.shard else cells
-    print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} Table 1 cells"
-          f"{' in shard ' + args.shard if args.shard else ''}; results/{args.profile}/table1.csv")
-    run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=results_dir(args.profile) / "table1.csv",
-             experiment="table1")
+    path = results_dir(args.profile) / f"{args.experiment}.csv"
+    print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
+          f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
+    run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=path, experiment=args.experiment)
     return 0
 
 
@@ -237,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     claims.set_defaults(func=_cmd_claims)
 
     grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
-    grid_.add_argument("experiment", choices=["table1"], help="table1: notebook 06's grid")
+    grid_.add_argument("experiment", choices=["table1", "online_imbalance"],
+                       help="table1: notebook 06's grid; online_imbalance: notebook 11's")
     grid_.add_argument("--profile", default=DEFAULT_PROFILE)
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
     grid_.add_argument("--threads", type=int, help="torch CPU threads for this process")

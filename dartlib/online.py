@@ -1,0 +1,71 @@
+"""The online-imbalance experiment on a profile's own data (notebook 11): CIFAR-10C-imb-style
+streams (Section 2: K subsets, each dominated by one class with probability IR / (IR + K - 1))
+with NoAdapt, BNAdapt, BNAdapt+DART and BNAdapt+DART-split, and TENT, SAR and ODS with and
+without DART-split (the appendix table of DART-split with TTA methods).
+
+The cells and the shared context are built here so that the notebook and the sharded CLI grid
+(``python -m dartlib grid online_imbalance``) compute the same cells into the same results file.
+"""
+
+from __future__ import annotations
+
+from dartlib.dart import DartConfig
+from dartlib.experiments import Cell, grid
+from dartlib.table1 import Table1Context
+
+ROW_ORDER = ["NoAdapt", "BNAdapt", "BNAdapt+DART", "BNAdapt+DART-split", "TENT", "TENT+DART-split", "SAR",
+             "SAR+DART-split", "ODS", "ODS+DART-split"]
+
+
+def online_cells(*, corrupted_dataset: str, severity: int, online_irs, imb_subset_size: int, online_corruptions,
+                 split_tta_corruptions, seed: int) -> list[Cell]:
+    """The BNAdapt family (NoAdapt; BNAdapt with no refiner, DART, DART-split) on
+    ``online_corruptions`` and TENT / SAR / ODS with and without DART-split on
+    ``split_tta_corruptions``, at every IR; arguments are notebook 11's parameter names."""
+    axes = dict(dataset=[corrupted_dataset], shift=["online-imb"], shift_param=[float(r) for r in online_irs],
+                severity=[severity], params=[f"subset={imb_subset_size}"], seed=[seed])
+    cells = [c for c in grid(**axes, corruption=list(online_corruptions), method=["noadapt", "bnadapt"],
+                             refiner=["none", "dart", "dart-split"])
+             if not (c.method == "noadapt" and c.refiner != "none")]
+    return cells + grid(**axes, corruption=list(split_tta_corruptions), method=["tent", "sar", "ods"],
+                        refiner=["none", "dart-split"])
+
+
+def prepare_online_context(
+    *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
+    seed: int = 0, dir_delta: float = 10.0, int_batch_size: int = 64, dart_n_dir: int = 250, dart_alpha: float = 0.1,
+    dart_epochs: int = 50, dart_per_class: int = 0, dart_hidden: int = 1000, test_batch_size: int = 200,
+    split_temperature: float = 1.1, progress: bool = False,
+) -> tuple[Table1Context, dict, list[dict]]:
+    """Notebook 04's context (source model, DART's g_phi) plus DART-split's g_phi1 / g_phi2,
+    trained with the same intermediate settings (Algorithm 3) and applied with logits multiplied
+    by ``split_temperature`` (1.1 on CIFAR-10C, Appendix B). Returns the context, the source
+    checkpoint's metadata and DART-split's training log."""
+    from dartlib.data import load
+    from dartlib.intermediate import load_or_train_refiner
+    from dartlib.table1 import prepare_context
+    from dartlib.training import train_source
+
+    context, meta = prepare_context(
+        source_dataset=source_dataset, source_arch=source_arch, source_recipe=source_recipe,
+        corrupted_dataset=corrupted_dataset, severity=severity, seed=seed, dir_delta=dir_delta,
+        int_batch_size=int_batch_size, dart_n_dir=dart_n_dir, dart_alpha=dart_alpha, dart_epochs=dart_epochs,
+        dart_per_class=dart_per_class, dart_hidden=dart_hidden, test_batch_size=test_batch_size, with_note=False,
+        progress=progress)
+    checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed, progress=False)
+    config = DartConfig(variant="dart-split", alpha=dart_alpha, delta=dir_delta, n_dir=dart_n_dir,
+                        batch_size=int_batch_size, hidden=dart_hidden, epochs=dart_epochs,
+                        per_class=dart_per_class or None, seed=seed)
+    split, log = load_or_train_refiner(checkpoint, context.source, load(source_dataset, split="train"), config,
+                                       progress=progress)
+    split.temperature = split_temperature
+    context.refiners["dart-split"] = split
+    return context, meta, log
+
+
+def profile_cells(params: dict) -> list[Cell]:
+    """The online-imbalance grid of a profile's notebook-11 parameters (``params``)."""
+    return online_cells(corrupted_dataset=params["corrupted_dataset"], severity=params["severity"],
+                        online_irs=params["online_irs"], imb_subset_size=params["imb_subset_size"],
+                        online_corruptions=params["online_corruptions"],
+                        split_tta_corruptions=params["split_tta_corruptions"], seed=params["seed"])

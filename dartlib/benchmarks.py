@@ -23,6 +23,7 @@ import torch
 from dartlib import tta
 from dartlib.dart import DartConfig
 from dartlib.data.corruptions import CORRUPTIONS
+from dartlib.devices import default_device
 from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, Dataset, expected_path, load
 from dartlib.experiments import Cell, grid, run_grid
 from dartlib.registry import Registry
@@ -230,7 +231,7 @@ def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str 
     iabn = None
     if with_note:
         iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=note_epochs or bench.note_epochs,
-                                        seed=seed, progress=progress)
+                                        seed=seed, device=device, progress=progress)
     options = {}
     if bench.optimizer:
         options = {m: dict(bench.optimizer) for m in bench.methods
@@ -247,7 +248,7 @@ def run_benchmark(name: str, *, path: Path, seed: int = 0, device: str | None = 
     results file ``path`` (resumable) and return their results. Domain benchmarks prepare one
     context per source domain, when a cell of that domain is still to run."""
     bench = BENCHMARKS[name]
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or default_device()
     cells = cells if cells is not None else benchmark_cells(name, seed=seed, image_size=image_size)
     contexts: dict[str | None, Table1Context] = {}
 

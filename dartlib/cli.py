@@ -84,8 +84,9 @@ def _cmd_bench_models(args: argparse.Namespace) -> int:
     import torch
 
     from dartlib.bench import model_throughput
+    from dartlib.devices import default_device
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = default_device()
     table = model_throughput(args.archs, batch=args.batch, repeats=args.repeats, device=device)
     print(f"batch {args.batch}, {args.repeats} timed repeats after one warm-up, torch threads {torch.get_num_threads()}")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.0f}"))
@@ -99,10 +100,11 @@ def _cmd_bench_dart(args: argparse.Namespace) -> int:
     from dartlib.dart import DartConfig
     from dartlib.data import load
     from dartlib.profiles import load_profile
+    from dartlib.devices import default_device
     from dartlib.training import checkpoint_path, load_checkpoint
 
     p = load_profile(args.profile)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = default_device()
     ckpt = checkpoint_path(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"], seed=p["seed"])
     if not ckpt.is_file():
         raise FileNotFoundError(f"no source checkpoint at {ckpt}; train it first: python -m dartlib train --profile {args.profile}")

@@ -7,6 +7,7 @@ frozen BN-adapted copy f_theta_bar); only phi receives gradients.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -35,6 +36,7 @@ from dartlib.dart import (
 )
 from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, long_tailed_counts
 from dartlib.data.sources import Dataset
+from dartlib.devices import default_device
 from dartlib.models import frozen_bn_adapted
 from dartlib.training import to_tensor
 
@@ -154,9 +156,12 @@ def refiner_path(checkpoint: Path, config: DartConfig) -> Path:
 
 
 def load_or_train_refiner(
-    checkpoint: Path, model: nn.Module, train: Dataset, config: DartConfig, *, device: str = "cpu", progress: bool = True,
+    checkpoint: Path, model: nn.Module, train: Dataset, config: DartConfig, *, device: str | None = None,
+    progress: bool = True,
 ) -> tuple[Refiner, list[dict]]:
-    """Reuse the refiner saved beside ``checkpoint`` for this config, or train and save it."""
+    """Reuse the refiner saved beside ``checkpoint`` for this config, or train and save it (on
+    ``device``, by default :func:`dartlib.devices.default_device`; the refiner returned is on the CPU)."""
+    device = device or default_device()
     path = refiner_path(checkpoint, config)
     if path.is_file():
         blob = torch.load(path, map_location="cpu", weights_only=False)
@@ -208,13 +213,11 @@ def logit_statistics(model: nn.Module, images: np.ndarray, *, batch_size: int = 
     statistics, eval mode) on training images: the training-side terms of the adaptive
     temperature of Appendix B (Eq. smax_5 and its Taylor approximation), as
     :attr:`dartlib.dart.Refiner.train_logit_stats` expects them."""
-    was_training = model.training
-    model.eval().to(device)
+    net = copy.deepcopy(model).eval().to(device)  # the caller's model stays where and as it is
     max_sum, logit_sum, n = 0.0, 0.0, 0
     for start in range(0, len(images), batch_size):
-        logits = model(to_tensor(images[start:start + batch_size]).to(device)).double()
+        logits = net(to_tensor(images[start:start + batch_size]).to(device)).double()
         max_sum += float(logits.max(1).values.sum())
         logit_sum += float(logits.sum())
         n += logits.shape[0]
-    model.train(was_training)
     return {"max": max_sum / n, "sum": logit_sum / n}

@@ -24,6 +24,7 @@ from dartlib.dart import Refiner
 from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import DOMAIN_FOLDERS
+from dartlib.devices import default_device
 from dartlib.data.protocols import batches
 from dartlib.experiments import Cell, grid
 from dartlib.models import frozen_bn_adapted
@@ -207,32 +208,35 @@ def prepare_context(
     *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
     seed: int = 0, dir_delta: float = 10.0, int_batch_size: int = 64, dart_n_dir: int = 250, dart_alpha: float = 0.1,
     dart_epochs: int = 50, dart_per_class: int = 0, dart_hidden: int = 1000, test_batch_size: int = 200,
-    note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str = "cpu",
+    note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str | None = None,
     with_note: bool = True, progress: bool = False,
 ) -> tuple[Table1Context, dict]:
     """What every Table 1 cell of a profile shares: the source model (trained if absent), the
     refiner of notebook 04 (trained if absent), NOTE's IABN model, the corrupted test sets
     (generated if absent). Arguments are the notebooks' parameter names (``with_note=False``
     skips the IABN model where NOTE is not run); returns the context and the source checkpoint's
-    metadata."""
+    metadata. ``device`` (default :func:`dartlib.devices.default_device`: the GPU when there is
+    one) is where g_phi and NOTE's IABN model train and where every cell adapts; the context's
+    own source model stays on the CPU."""
     from dartlib.dart import DartConfig
     from dartlib.data.prepare import ensure_corrupted
     from dartlib.intermediate import load_or_train_refiner
     from dartlib.training import load_checkpoint, train_source
     from dartlib.tta.note import load_or_finetune_iabn
 
+    device = device or default_device()
     checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed,
-                              progress=progress)
+                              device=device, progress=progress)
     model, meta = load_checkpoint(checkpoint)
     train = load(source_dataset, split="train")
     ensure_corrupted(corrupted_dataset, severities=[severity])
     config = DartConfig(alpha=dart_alpha, delta=dir_delta, n_dir=dart_n_dir, batch_size=int_batch_size,
                         hidden=dart_hidden, epochs=dart_epochs, per_class=dart_per_class or None, seed=seed)
-    refiner, _ = load_or_train_refiner(checkpoint, model, train, config, progress=progress)
+    refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
     iabn = None
     if with_note:
         iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=note_finetune_epochs,
-                                        per_class=note_per_class or None, seed=seed, progress=progress)
+                                        per_class=note_per_class or None, seed=seed, device=device, progress=progress)
     context = Table1Context(source=model, refiner=refiner, iabn=iabn, batch_size=test_batch_size, device=device,
                             options={"memo": {"n_augmentations": memo_augmentations}})
     return context, meta

@@ -24,7 +24,8 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from dartlib import __version__
-from dartlib.data.sources import Dataset, load
+from dartlib.data.sources import load
+from dartlib.devices import default_device
 from dartlib.models import build
 from dartlib.paths import data_root
 from dartlib.registry import Registry
@@ -178,7 +179,7 @@ def train_source(
     final = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, split=train_split)
     if final.is_file():
         return final
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or default_device()
     options = load_options or {}
     train, test = load(dataset, split=train_split, **options), load(dataset, split=test_split, **options)
     torch.manual_seed(seed)

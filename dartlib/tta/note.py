@@ -118,9 +118,13 @@ def iabn_path(checkpoint: Path, *, epochs: int, k: float = 4.0, per_class: int |
 
 def load_or_finetune_iabn(
     checkpoint: Path, model: nn.Module, train, *, epochs: int, k: float = 4.0, per_class: int | None = None,
-    seed: int = 0, device: str = "cpu", progress: bool = True, **options,
+    seed: int = 0, device: str | None = None, progress: bool = True, **options,
 ) -> tuple[nn.Module, dict]:
-    """The IABN model fine-tuned from the source ``checkpoint`` (saved beside it and reused)."""
+    """The IABN model fine-tuned from the source ``checkpoint`` (saved beside it and reused);
+    fine-tuned on ``device`` (default :func:`dartlib.devices.default_device`), returned on the CPU."""
+    from dartlib.devices import default_device
+
+    device = device or default_device()
     path = iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class)
     net = to_iabn(model, k=k)
     if path.is_file():

@@ -110,16 +110,14 @@ class Table1Context:
             model = copy.deepcopy(self.source)
         if "seed" in inspect.signature(tta.METHODS[cell.method].__init__).parameters:
             options.setdefault("seed", cell.seed)  # methods with their own randomness (memory, views)
-        adapter = tta.make(cell.method, model.to(self.device), refiner=refiner, **options)
+        shared = None
         if self.share_source:
-            # Every frozen copy an adapter holds is f_theta0_bar of ``self.source`` (NOTE is given
-            # ``source`` above; ODS's tracker copies the fresh source model), so one memo serves all.
+            # Every frozen copy an adapter would hold is f_theta0_bar of ``self.source`` (NOTE is
+            # given ``source`` above; ODS's tracker copies the fresh source model): one memo serves all.
             if self._shared is None:
                 self._shared = SharedSourceLogits(self.source).to(self.device)
-            for attr in ("source", "tracker_source"):
-                if getattr(adapter, attr, None) is not None:
-                    setattr(adapter, attr, self._shared)
-        return adapter
+            shared = self._shared
+        return tta.make(cell.method, model.to(self.device), refiner=refiner, source_logits=shared, **options)
 
 
 @lru_cache(maxsize=4)

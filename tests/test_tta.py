@@ -341,3 +341,16 @@ def test_iabn_fine_tuning_is_saved_and_reused(tmp_path):
     assert iabn_path(ckpt, epochs=1).is_file()
     again, _ = load_or_finetune_iabn(ckpt, model, train, epochs=1, batch_size=32, progress=False)
     assert all(torch.equal(v, again.state_dict()[k]) for k, v in net.state_dict().items())
+
+
+def test_share_source_replaces_only_the_copies_an_adapter_reads():
+    def provider(x):
+        return torch.zeros(x.shape[0], 3)
+
+    refiner = Refiner(module=RefinementModule(3, hidden=4), config=DartConfig())
+    plain = tta.make("tent", small_cnn(3), source_logits=provider)
+    assert plain.source is None  # no refiner: no f_theta0_bar to read
+    refined = tta.make("tent", small_cnn(3), refiner=refiner, source_logits=provider)
+    assert refined.source is provider
+    ods = tta.make("ods", small_cnn(3), source_logits=provider)
+    assert ods.source is None and ods.tracker_source is provider  # ODS's tracker reads it even without DART

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import torch
 from torch import nn
 
 from dartlib.dart import Refiner
@@ -23,13 +26,18 @@ METHODS: Registry[type[Adapter]] = Registry(
 )
 
 
-def make(name: str, model: nn.Module, *, refiner: Refiner | None = None, **options) -> Adapter:
-    """An adapter of method ``name`` around ``model`` (adapted in place; pass a copy to keep it)."""
+def make(name: str, model: nn.Module, *, refiner: Refiner | None = None,
+         source_logits: Callable[[torch.Tensor], torch.Tensor] | None = None, **options) -> Adapter:
+    """An adapter of method ``name`` around ``model`` (adapted in place; pass a copy to keep it).
+    ``source_logits``: a shared provider of f_theta0_bar's logits (:meth:`Adapter.share_source`)."""
     cls = METHODS[name]
     try:
-        return cls(model, refiner=refiner, **options)
+        adapter = cls(model, refiner=refiner, **options)
     except TypeError as err:
         raise TypeError(f"{name}: {err}") from None
+    if source_logits is not None:
+        adapter.share_source(source_logits)
+    return adapter
 
 
 __all__ = ["METHODS", "Adapter", "BNAdapt", "Delta", "Lame", "Memo", "NoAdapt", "Note", "Ods", "PseudoLabel", "Roid", "Sar",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import copy
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -29,6 +30,14 @@ class Adapter(abc.ABC):
         self.model = model
         self.refiner = refiner
         self.source = frozen_bn_adapted(model) if refiner is not None else None
+
+    def share_source(self, source_logits: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Read f_theta0_bar's logits from ``source_logits`` instead of this adapter's own frozen
+        copy: one memoised copy can then serve every adapter of the same source classifier (a
+        grid's cells). It must compute what the own copy computes; nothing changes without a
+        refiner (and methods that also read the source model for other purposes override this)."""
+        if self.source is not None:
+            self.source = source_logits
 
     def reset(self) -> None:
         """Back to the source model (and a fresh optimiser where the method has one)."""

@@ -12,6 +12,8 @@ where Appendix A says the refinement helps ("to estimate label distribution shif
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -35,6 +37,11 @@ class Ods(_GradientAdapter):
         self.k, self.lam, self.combination = k, lam, combination
         self.tracker_source = self.source if self.source is not None else frozen_bn_adapted(model)
         self.label_distribution: torch.Tensor | None = None
+
+    def share_source(self, source_logits: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """ODS's label-distribution tracker reads the BN-adapted source model with or without a refiner."""
+        super().share_source(source_logits)
+        self.tracker_source = source_logits
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         wb = self.affine(x)

@@ -159,11 +159,11 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     import torch
 
+    from dartlib import online
     from dartlib.experiments import parse_shard, run_grid, shard
     from dartlib.paths import NOTEBOOKS_DIR, results_dir
     from dartlib.profiles import load_profile
     from dartlib.runner import notebook_parameters
-    from dartlib import online
     from dartlib.table1 import evaluate_cell, prepare_context, profile_cells
 
     if args.shard:
@@ -182,11 +182,45 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     wanted = inspect.signature(prepare).parameters
     context, meta = prepare(**{k: v for k, v in params.items() if k in wanted}, progress=True)[:2]
     cells = make_cells(params)
+    if args.refiners:
+        cells = [c for c in cells if c.refiner in args.refiners.split(",")]
     cells = shard(cells, args.shard) if args.shard else cells
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
     run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=path, experiment=args.experiment)
+    return 0
+
+
+def _cmd_validate_alpha(args: argparse.Namespace) -> int:
+    import torch
+
+    from dartlib.dart import DartConfig
+    from dartlib.data import load
+    from dartlib.paths import results_dir
+    from dartlib.profiles import load_profile
+    from dartlib.training import load_checkpoint, train_source
+    from dartlib.validation import validate_alpha
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    p = load_profile(args.profile)
+    checkpoint = train_source(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"],
+                              seed=p["seed"], progress=False)
+    model, meta = load_checkpoint(checkpoint)
+    config = DartConfig(alpha=p["dart_alpha"], delta=p["dir_delta"], n_dir=p["dart_n_dir"], batch_size=p["int_batch_size"],
+                        hidden=p["dart_hidden"], epochs=args.epochs, per_class=p["dart_per_class"] or None, seed=p["seed"])
+    frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(p["source_dataset"], split="train"),
+                                   config=config, alphas=[float(a) for a in args.alphas.split(",")],
+                                   heldout_per_class=args.heldout, batch_size=p["test_batch_size"],
+                                   max_loss=args.max_loss)
+    path = results_dir(args.profile) / "alpha_validation.csv"
+    frame.to_csv(path, index=False, float_format="%.4f")
+    print(f"{args.profile}: {meta['arch']} on {p['source_dataset']}; g_phi of {args.epochs} epochs on the training set "
+          f"less {args.heldout} images per class, scored on those (no test data)")
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"chosen alpha: {chosen:g} (the paper's {config.alpha:g} unless it loses more than {args.max_loss:g} points "
+          f"on the held-out i.i.d. stream); table in {path}")
     return 0
 
 
@@ -249,7 +283,17 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.add_argument("--profile", default=DEFAULT_PROFILE)
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
     grid_.add_argument("--threads", type=int, help="torch CPU threads for this process")
+    grid_.add_argument("--refiners", help="comma-separated refiners to keep (e.g. none: the cells without DART first)")
     grid_.set_defaults(func=_cmd_grid)
+
+    valid = sub.add_parser("validate-alpha", help="choose alpha for a profile's backbone on held-out training data")
+    valid.add_argument("--profile", default=DEFAULT_PROFILE)
+    valid.add_argument("--alphas", default="0.1,1,10", help="comma-separated candidates (default 0.1,1,10)")
+    valid.add_argument("--epochs", type=int, default=2, help="intermediate epochs of each candidate's g_phi")
+    valid.add_argument("--heldout", type=int, default=500, help="training images per class held out")
+    valid.add_argument("--max-loss", type=float, default=0.5, help="accuracy points DART may lose on held-out i.i.d.")
+    valid.add_argument("--threads", type=int, help="torch CPU threads for this process")
+    valid.set_defaults(func=_cmd_validate_alpha)
 
     train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
     train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile")

@@ -149,20 +149,23 @@ def train_refiner(
     return Refiner(module=module.cpu(), config=config, detector=detector.cpu() if detector else None, head=head), log
 
 
-def refiner_path(checkpoint: Path, config: DartConfig) -> Path:
-    """``<checkpoint stem>.<variant>-<hash of the config>.pt`` beside the source checkpoint."""
+def refiner_path(checkpoint: Path, config: DartConfig, *, tag: str = "") -> Path:
+    """``<checkpoint stem>.<variant>[-<tag>]-<hash of the config>.pt`` beside the source
+    checkpoint; ``tag`` names a refiner trained on other data than the full training set (e.g.
+    the fit part of a held-out split)."""
     key = hashlib.sha256(json.dumps(config_dict(config), sort_keys=True).encode()).hexdigest()[:12]
-    return checkpoint.with_name(f"{checkpoint.stem}.{config.variant}-{key}.pt")
+    return checkpoint.with_name(f"{checkpoint.stem}.{config.variant}{'-' + tag if tag else ''}-{key}.pt")
 
 
 def load_or_train_refiner(
     checkpoint: Path, model: nn.Module, train: Dataset, config: DartConfig, *, device: str | None = None,
-    progress: bool = True,
+    progress: bool = True, tag: str = "",
 ) -> tuple[Refiner, list[dict]]:
-    """Reuse the refiner saved beside ``checkpoint`` for this config, or train and save it (on
-    ``device``, by default :func:`dartlib.devices.default_device`; the refiner returned is on the CPU)."""
+    """Reuse the refiner saved beside ``checkpoint`` for this config (and ``tag``, see
+    :func:`refiner_path`), or train and save it (on ``device``, by default
+    :func:`dartlib.devices.default_device`; the refiner returned is on the CPU)."""
     device = device or default_device()
-    path = refiner_path(checkpoint, config)
+    path = refiner_path(checkpoint, config, tag=tag)
     if path.is_file():
         blob = torch.load(path, map_location="cpu", weights_only=False)
         return _from_blob(blob), blob["log"]

@@ -245,27 +245,26 @@ def run_benchmark(name: str, *, path: Path, seed: int = 0, device: str | None = 
                   dart: dict | None = None, image_size: int | None = None, note_epochs: int | None = None,
                   progress: bool = True) -> pd.DataFrame:
     """Run ``cells`` (default: all of :func:`benchmark_cells`) of benchmark ``name`` into the
-    results file ``path`` (resumable) and return their results. Domain benchmarks prepare one
-    context per source domain, when a cell of that domain is still to run."""
+    results file ``path`` (resumable; a stored cell is recomputed when its source model or g_phi
+    changed) and return their results. Domain benchmarks prepare one context per source domain."""
     bench = BENCHMARKS[name]
     device = device or default_device()
     cells = cells if cells is not None else benchmark_cells(name, seed=seed, image_size=image_size)
+    with_note = "note" in {c.method for c in cells}
     contexts: dict[str | None, Table1Context] = {}
 
-    def evaluate(cell: Cell) -> dict:
+    def context_of(cell: Cell) -> Table1Context:
         domain = cell.corruption.split("->")[0] if bench.kind == "domain" else None
         if domain not in contexts:
-            contexts.clear()  # one source model in memory at a time
             contexts[domain] = prepare(name, domain=domain, seed=seed, device=device, arch=arch, recipe=recipe,
                                        checkpoint=checkpoint, dart=dart, image_size=image_size,
-                                       note_epochs=note_epochs, with_note="note" in {c.method for c in cells},
-                                       progress=progress)
-        return evaluate_cell(cell, contexts[domain])
+                                       note_epochs=note_epochs, with_note=with_note, progress=progress)
+        return contexts[domain]
 
-    # Domain by domain, so that each source model and its refiner are prepared once.
+    # Domain by domain, so that the cells of one source model run together.
     ordered = sorted(cells, key=lambda c: c.corruption.split("->")[0]) if bench.kind == "domain" else cells
-    return run_grid(ordered, evaluate, path=path, experiment=name, progress=progress)
-
+    return run_grid(ordered, lambda c: evaluate_cell(c, context_of(c)), path=path, experiment=name,
+                    progress=progress, inputs=lambda c: context_of(c).inputs(c))
 
 
 def paper_results(name: str) -> pd.DataFrame:

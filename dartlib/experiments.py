@@ -6,6 +6,13 @@ combination. ``run_grid`` appends each finished cell to ``results/<profile>/<exp
 already there, and therefore resumes an interrupted run. Cells are independent, so a grid can be
 split across processes or machines by handing each a subset of cells (:func:`shard`); processes
 sharing one results file take a lock around each append, so none overwrites another's rows.
+
+A cell's key names its configuration, not the trained inputs it was computed with (the source
+model, g_phi, NOTE's IABN copy). Callers that know those pass ``inputs`` (a digest per cell, e.g.
+:meth:`dartlib.table1.Table1Context.inputs`); it is stored with the row, and a stored row whose
+digest differs from the current one is computed again and replaced, so retraining g_phi with
+other settings never leaves results of the old one in a table. Rows without a digest (written
+before digests were kept, or by callers that pass none) are reused as they are.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import pandas as pd
 from tqdm import tqdm
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
-          "seed", "n", "accuracy", "seconds", "key"]
+          "seed", "n", "accuracy", "seconds", "key", "inputs"]
 
 
 @dataclass(frozen=True)
@@ -104,11 +111,12 @@ def shard(cells: Sequence[Cell], spec: str) -> list[Cell]:
 
 def _append_row(row: dict, path: Path) -> None:
     """Add one finished cell to ``path`` under an exclusive lock, re-reading the file first so that
-    rows written meanwhile by other processes are kept."""
+    rows written meanwhile by other processes are kept; an older row of the same cell is replaced."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(f".{path.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = read_results(path)
+        done = done[done["key"].astype(str) != row["key"]]
         new = pd.DataFrame([row])[SCHEMA]
         done = pd.concat([done, new], ignore_index=True) if len(done) else new
         _write_atomic(done, path)
@@ -121,20 +129,25 @@ def run_grid(
     path: Path,
     experiment: str,
     progress: bool = True,
+    inputs: Callable[[Cell], str] | None = None,
 ) -> pd.DataFrame:
     """Evaluate every cell not yet in ``path``; ``evaluate(cell)`` returns at least ``n`` and
-    ``accuracy`` (%). Returns the results of all requested cells."""
+    ``accuracy`` (%). ``inputs(cell)``: a digest of the trained inputs the cell uses; a stored row
+    with another digest is recomputed (see the module docstring). Returns the results of all
+    requested cells."""
     cells = list(cells)
     done = read_results(path)
-    finished = set(done["key"].astype(str)) if len(done) else set()
-    todo = [c for c in cells if c.key not in finished]
+    stored = dict(zip(done["key"].astype(str), done["inputs"].astype(str))) if len(done) else {}
+    digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
+    todo = [c for c in cells
+            if c.key not in stored or (c.key in digests and stored[c.key] not in ("", digests[c.key]))]
     bar = tqdm(todo, desc=experiment, unit="cell", disable=not progress)
     for cell in bar:
         bar.set_postfix_str(cell.label())
         start = time.perf_counter()
         result = evaluate(cell)
         row = {**asdict(cell), "experiment": experiment, **result, "seconds": time.perf_counter() - start,
-               "key": cell.key}
+               "key": cell.key, "inputs": digests.get(cell.key, "")}
         _append_row(row, path)
     done = read_results(path)  # as stored, so a fresh run and a resumed one return the same values
     keys = {c.key for c in cells}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import inspect
+import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -20,7 +21,7 @@ from torch import nn
 from tqdm import tqdm
 
 from dartlib import tta
-from dartlib.dart import Refiner
+from dartlib.dart import Refiner, config_dict
 from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import DOMAIN_FOLDERS
@@ -91,6 +92,24 @@ class Table1Context:
     share_source: bool = True  # one memoised f_theta0_bar for all cells (see SharedSourceLogits)
     _shared: SharedSourceLogits | None = field(default=None, init=False, repr=False)
 
+    def inputs(self, cell: Cell) -> str:
+        """A digest of what a cell's result depends on besides its configuration: the source
+        model's weights, the weights and settings of the refiner it uses, NOTE's IABN model and
+        the method's options (for :func:`dartlib.experiments.run_grid`)."""
+        parts = [_state_digest(self.source)]
+        if cell.refiner != "none":
+            named = {"dart": self.refiner, **self.refiners}
+            refiner = named.get(cell.refiner)
+            if refiner is not None:
+                parts.append(_state_digest(refiner.module) + repr(sorted(config_dict(refiner.config).items())))
+                parts.append(f"T={refiner.temperature},adaptive={refiner.adaptive_temperature}")
+                if refiner.detector is not None:
+                    parts.append(_state_digest(refiner.detector))
+        if cell.method == "note" and self.iabn is not None:
+            parts.append(_state_digest(self.iabn))
+        parts.append(repr(sorted(self.options.get(cell.method, {}).items())))
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
     def adapter(self, cell: Cell) -> tta.Adapter:
         refiner = None
         if cell.refiner != "none":
@@ -118,6 +137,21 @@ class Table1Context:
                 self._shared = SharedSourceLogits(self.source).to(self.device)
             shared = self._shared
         return tta.make(cell.method, model.to(self.device), refiner=refiner, source_logits=shared, **options)
+
+
+_DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _state_digest(module: nn.Module) -> str:
+    """sha256 of a module's state, memoised per module object (hashing ResNet weights for every
+    cell would cost more than some cells): the shared models of a context are never trained."""
+    if module not in _DIGESTS:
+        h = hashlib.sha256()
+        for name, tensor in sorted(module.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        _DIGESTS[module] = h.hexdigest()[:16]
+    return _DIGESTS[module]
 
 
 @lru_cache(maxsize=4)

@@ -84,3 +84,34 @@ def test_shards_split_a_grid_and_share_one_results_file(tmp_path):
     for bad in ("2/2", "1", "a/b"):
         with pytest.raises(ValueError, match="i/n"):
             shard(cells, bad)
+
+
+def test_rows_computed_with_other_inputs_are_recomputed_and_replaced(tmp_path):
+    path = tmp_path / "grid.csv"
+    cells = grid(dataset=["d"], shift=["lt"], shift_param=[1.0], corruption=["fog", "snow"], severity=[5],
+                 method=["bnadapt"], refiner=["dart"])
+    calls = []
+
+    def evaluate(cell):
+        calls.append(cell.corruption)
+        return {"n": 10, "accuracy": 50.0 + len(calls)}
+
+    run_grid(cells, evaluate, path=path, experiment="x", progress=False, inputs=lambda c: "g1")
+    assert calls == ["fog", "snow"]
+    run_grid(cells, evaluate, path=path, experiment="x", progress=False, inputs=lambda c: "g1")
+    assert len(calls) == 2  # same inputs: nothing recomputed
+    again = run_grid(cells, evaluate, path=path, experiment="x", progress=False,
+                     inputs=lambda c: "g2" if c.corruption == "fog" else "g1")
+    assert calls == ["fog", "snow", "fog"]
+    stored = read_results(path)
+    assert len(stored) == 2 and set(stored.inputs) == {"g1", "g2"}  # the old fog row was replaced
+    assert again.set_index("corruption").accuracy["fog"] == 53.0
+
+
+def test_rows_without_an_input_digest_are_reused(tmp_path):
+    path = tmp_path / "grid.csv"
+    cells = grid(dataset=["d"], shift=["lt"], shift_param=[1.0], corruption=["fog"], severity=[5], method=["noadapt"])
+    run_grid(cells, lambda c: {"n": 1, "accuracy": 1.0}, path=path, experiment="x", progress=False)
+    assert read_results(path).inputs.tolist() == [""]
+    run_grid(cells, lambda c: pytest.fail("recomputed"), path=path, experiment="x", progress=False,
+             inputs=lambda c: "g1")

@@ -152,3 +152,19 @@ def test_cifar10_1_lt_cells_run_from_the_release_layout(tmp_path, monkeypatch):
                        progress=False)
     assert len(results) == len(cells) == 10
     assert results.n.max() == 200 and results.n.min() < 120  # rho = 1 keeps all; rho = 10 an LT subset
+
+
+def test_cell_inputs_follow_the_refiner_a_cell_uses():
+    torch.manual_seed(0)
+    source = small_cnn(10, width=4).eval()
+    trained = RefinementModule(10, hidden=8)
+    context = Table1Context(source=source, refiner=Refiner(module=trained, config=DartConfig()))
+    other = Table1Context(source=source, refiner=Refiner(module=RefinementModule(10, hidden=8), config=DartConfig()))
+    with torch.no_grad():
+        next(other.refiner.module.parameters()).add_(1.0)
+    plain, with_dart = table1_cells(dataset="fmnistc", corruptions=["fog"], rhos=[1], methods=["tent"])
+    assert context.inputs(plain) == other.inputs(plain)  # no refiner read: same inputs
+    assert context.inputs(with_dart) != other.inputs(with_dart)
+    alpha = Table1Context(source=source, refiner=Refiner(module=trained, config=DartConfig(alpha=1.0)))
+    assert alpha.inputs(with_dart) != context.inputs(with_dart)  # the settings count too
+    assert context.inputs(with_dart) == context.inputs(with_dart)

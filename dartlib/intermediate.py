@@ -152,8 +152,12 @@ def train_refiner(
 def refiner_path(checkpoint: Path, config: DartConfig, *, tag: str = "") -> Path:
     """``<checkpoint stem>.<variant>[-<tag>]-<hash of the config>.pt`` beside the source
     checkpoint; ``tag`` names a refiner trained on other data than the full training set (e.g.
-    the fit part of a held-out split)."""
-    key = hashlib.sha256(json.dumps(config_dict(config), sort_keys=True).encode()).hexdigest()[:12]
+    the fit part of a held-out split). The hash covers the settings that change the trained
+    module only."""
+    fields = config_dict(config)
+    if config.variant == "dart-split":
+        del fields["alpha"]  # Algorithm 3 has no L_bal: one split refiner serves every alpha
+    key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
     return checkpoint.with_name(f"{checkpoint.stem}.{config.variant}{'-' + tag if tag else ''}-{key}.pt")
 
 

@@ -137,6 +137,21 @@ def test_dart_split_training_and_cache(tiny_setup, tmp_path):
         assert torch.equal(a, b)
 
 
+def test_refiner_key_ignores_alpha_only_for_dart_split(tiny_setup, tmp_path):
+    """DART-split's loss has no alpha-weighted term, so its trained modules and its file do not
+    depend on alpha; DART's do."""
+    model, ds = tiny_setup
+    ckpt = tmp_path / "source.pt"
+    small = dict(epochs=1, batch_size=32, hidden=16, n_dir=5, per_class=100)
+    split = [dart.DartConfig(variant="dart-split", alpha=a, **small) for a in (0.1, 10.0)]
+    assert refiner_path(ckpt, split[0]) == refiner_path(ckpt, split[1])
+    assert refiner_path(ckpt, dart.DartConfig(alpha=0.1)) != refiner_path(ckpt, dart.DartConfig(alpha=10.0))
+    trained = [train_refiner(model, ds, config, progress=False, max_steps=3)[0] for config in split]
+    for a, b in zip([*trained[0].module.parameters(), *trained[0].detector.parameters()],
+                    [*trained[1].module.parameters(), *trained[1].detector.parameters()]):
+        assert torch.equal(a, b)
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="valid: dart, dart-split"):
         dart.DartConfig(variant="dart2")

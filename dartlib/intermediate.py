@@ -64,6 +64,9 @@ def _imbalanced_batches(labels: np.ndarray, config: DartConfig, epoch: int, n_ba
     return [order[i * config.batch_size : (i + 1) * config.batch_size] for i in range(n_batches)]
 
 
+CALIBRATION_STEPS = 10  # step pairs whose d standardises DART-split's detector
+
+
 def train_refiner(
     model: nn.Module, train: Dataset, config: DartConfig, *, device: str = "cpu", progress: bool = True,
     max_steps: int | None = None,
@@ -101,11 +104,20 @@ def train_refiner(
             feats = frozen.features(x)
             return frozen.head(feats), y, feats
 
+    def iid_order(epoch: int) -> np.ndarray:
+        return np.random.default_rng(config.seed * 100003 + epoch + 7).permutation(len(labels))
+
+    if split:  # standardise g_phi1's input with d on the first i.i.d. and Dirichlet batches of epoch 1
+        first, order = _imbalanced_batches(labels, config, 0, steps), iid_order(0)
+        n = min(CALIBRATION_STEPS, steps)
+        detector.calibrate(torch.stack([batch_statistics(logits_of(idx)[0])[1] for idx in
+                                        [*first[:n], *(order[i * config.batch_size:(i + 1) * config.batch_size]
+                                                       for i in range(n))]]))
     for epoch in range(config.epochs):
         if step >= total:
             break
         imbalanced = _imbalanced_batches(labels, config, epoch, steps)
-        iid = np.random.default_rng(config.seed * 100003 + epoch + 7).permutation(len(labels))
+        iid = iid_order(epoch)
         for i in range(steps):
             if step >= total:
                 break

@@ -137,6 +137,50 @@ def test_dart_split_training_and_cache(tiny_setup, tmp_path):
         assert torch.equal(a, b)
 
 
+def test_severity_detector_standardises_its_input():
+    detector = dart.SeverityDetector()
+    d = torch.tensor([6.0, 7.0, 8.0, 9.0])
+    assert torch.equal(detector(d), torch.zeros(4))  # starts undecided: s = 0.5
+    detector.calibrate(d)
+    torch.testing.assert_close(detector.center, d.mean())
+    torch.testing.assert_close(detector.scale, d.std())
+    with torch.no_grad():
+        detector.linear.weight.fill_(-2.0)
+    torch.testing.assert_close(detector(d), -2.0 * (d - d.mean()) / d.std())
+    restored = dart.SeverityDetector()
+    restored.load_state_dict(detector.state_dict())  # the constants travel with the saved refiner
+    torch.testing.assert_close(restored(d), detector(d))
+
+
+def test_dart_split_detector_learns_to_separate_iid_from_dirichlet_batches(tiny_setup):
+    """g_phi1 is trained with BCE (i.i.d. -> 0, Dirichlet -> 1); after training it must score
+    the training batches it saw on the right side of 0.5, most of them."""
+    from dartlib.intermediate import CALIBRATION_STEPS, _imbalanced_batches
+    from dartlib.models import frozen_bn_adapted
+    from dartlib.training import to_tensor
+
+    model, ds = tiny_setup
+    config = dart.DartConfig(variant="dart-split", epochs=4, batch_size=16, hidden=16, n_dir=5, per_class=100)
+    refiner, log = train_refiner(model, ds, config, progress=False)
+    detector, frozen = refiner.detector, frozen_bn_adapted(model)
+    assert float(detector.scale) > 1e-3 and float(detector.linear.weight.detach()) < 0  # low d = label shift
+
+    def deviations(batches):
+        with torch.no_grad():
+            return torch.stack([dart.batch_statistics(frozen(to_tensor(ds.images[b])))[1] for b in batches])
+
+    steps = len(ds.labels) // config.batch_size
+    dirichlet = deviations(_imbalanced_batches(ds.labels, config, 0, steps))
+    iid = deviations(np.array_split(np.random.default_rng(1).permutation(len(ds.labels)), steps))
+    seen = torch.cat([dirichlet[:CALIBRATION_STEPS], iid])
+    assert float(seen.min()) < float(detector.center) < float(seen.max())  # calibrated on training batches
+    correct = torch.cat([torch.sigmoid(detector(dirichlet)) > 0.5, torch.sigmoid(detector(iid)) <= 0.5])
+    assert correct.float().mean() >= 0.8
+    early = np.mean([e["loss_detect"] for e in log[:steps]])
+    late = np.mean([e["loss_detect"] for e in log[-steps:]])
+    assert late < early <= np.log(2) + 0.05  # starts at s = 0.5 and improves
+
+
 def test_refiner_key_ignores_alpha_only_for_dart_split(tiny_setup, tmp_path):
     """DART-split's loss has no alpha-weighted term, so its trained modules and its file do not
     depend on alpha; DART's do."""

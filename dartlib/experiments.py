@@ -11,8 +11,9 @@ A cell's key names its configuration, not the trained inputs it was computed wit
 model, g_phi, NOTE's IABN copy). Callers that know those pass ``inputs`` (a digest per cell, e.g.
 :meth:`dartlib.table1.Table1Context.inputs`); it is stored with the row, and a stored row whose
 digest differs from the current one is computed again and replaced, so retraining g_phi with
-other settings never leaves results of the old one in a table. Rows without a digest (written
-before digests were kept, or by callers that pass none) are reused as they are.
+other settings never leaves results of the old one in a table. A row without a digest (written
+by a caller that passes none) is reused by such callers only; where a digest is known, a row
+that cannot show it is computed again.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def run_grid(
     stored = dict(zip(done["key"].astype(str), done["inputs"].astype(str))) if len(done) else {}
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     todo = [c for c in cells
-            if c.key not in stored or (c.key in digests and stored[c.key] not in ("", digests[c.key]))]
+            if c.key not in stored or (c.key in digests and stored[c.key] != digests[c.key])]
     bar = tqdm(todo, desc=experiment, unit="cell", disable=not progress)
     for cell in bar:
         bar.set_postfix_str(cell.label())

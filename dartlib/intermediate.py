@@ -104,25 +104,20 @@ def train_refiner(
             feats = frozen.features(x)
             return frozen.head(feats), y, feats
 
-    def iid_order(epoch: int) -> np.ndarray:
-        return np.random.default_rng(config.seed * 100003 + epoch + 7).permutation(len(labels))
-
-    if split:  # standardise g_phi1's input with d on the first i.i.d. and Dirichlet batches of epoch 1
-        first, order = _imbalanced_batches(labels, config, 0, steps), iid_order(0)
-        n = min(CALIBRATION_STEPS, steps)
-        detector.calibrate(torch.stack([batch_statistics(logits_of(idx)[0])[1] for idx in
-                                        [*first[:n], *(order[i * config.batch_size:(i + 1) * config.batch_size]
-                                                       for i in range(n))]]))
     for epoch in range(config.epochs):
         if step >= total:
             break
         imbalanced = _imbalanced_batches(labels, config, epoch, steps)
-        iid = iid_order(epoch)
+        order = np.random.default_rng(config.seed * 100003 + epoch + 7).permutation(len(labels))
+        iid = [order[i * config.batch_size : (i + 1) * config.batch_size] for i in range(steps)]
+        if split and epoch == 0:  # standardise g_phi1's input with d on the first batches of both kinds
+            first = [*imbalanced[:CALIBRATION_STEPS], *iid[:CALIBRATION_STEPS]]
+            detector.calibrate(torch.stack([batch_statistics(logits_of(idx)[0])[1] for idx in first]))
         for i in range(steps):
             if step >= total:
                 break
             l_imb, y_imb, f_imb = logits_of(imbalanced[i])
-            l_bal, _, _ = logits_of(iid[i * config.batch_size : (i + 1) * config.batch_size])
+            l_bal, _, _ = logits_of(iid[i])
             p_imb, d_imb = batch_statistics(l_imb)
             p_bal, d_bal = batch_statistics(l_bal)
             out = module(p_imb, d_imb)

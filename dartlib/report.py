@@ -6,6 +6,7 @@ beside it; the best of ours per column in bold. Written as CSV, Markdown and LaT
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -142,10 +143,28 @@ def write_tables(table: pd.DataFrame, *, profile: str, name: str, title: str = "
 
 
 def beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, profile: str, name: str, title: str,
-                 columns: str = "shift_param", row_order: list[str] | None = None) -> pd.DataFrame:
+                 columns: str = "shift_param", row_order: list[str] | None = None,
+                 paper_covers: Collection[str] | None = None) -> pd.DataFrame:
     """A notebook's table: ``results`` (one row per cell) averaged per seed over the other axes
-    (corruptions), beside ``paper`` (:func:`compare`), written by :func:`write_tables`."""
+    (corruptions), beside ``paper`` (:func:`compare`), written by :func:`write_tables`.
+
+    ``paper_covers``: the corruptions the paper's values average over (its tables print the mean
+    over all 15 of CIFAR-10-C). A cell of ours that averages over a different set keeps its value
+    but gets no paper value and no delta, since the two means are not of the same thing (a row run
+    on a subset of corruptions, or a grid still running)."""
     per_seed = results.groupby(["method", "refiner", columns, "seed"], as_index=False, sort=False)["accuracy"].mean()
     table = compare(per_seed, paper, columns=columns, row_order=row_order)
+    if paper_covers is not None and paper is not None:
+        for key in _covering_other_sets(results, columns=columns, covers=paper_covers):
+            if key in table.index:
+                table.loc[key, ["paper", "paper_std", "delta"]] = np.nan
     write_tables(table, profile=profile, name=name, title=title)
     return table
+
+
+def _covering_other_sets(results: pd.DataFrame, *, columns: str, covers: Collection[str]) -> list[tuple[str, str]]:
+    """(row label, column label) of the cells whose corruptions differ from ``covers``."""
+    frame = results.assign(row=[row_label(m, r) for m, r in zip(results["method"], results["refiner"])],
+                           col=[_column_label(v) for v in results[columns]])
+    sets = frame.groupby(["row", "col"], sort=False)["corruption"].agg(frozenset)
+    return [key for key, got in sets.items() if got != frozenset(covers)]

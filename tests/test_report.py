@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -84,3 +85,22 @@ def test_beside_paper_averages_per_seed_and_writes(tmp_path, monkeypatch):
     table = report.beside_paper(rows, None, profile="smoke", name="t", title="t")
     assert table.loc[("BNAdapt", "1"), "ours"] == 85.0 and table.loc[("BNAdapt", "1"), "ours_std"] == 0.0
     assert (tmp_path / "smoke" / "tables" / "t.md").is_file()
+
+
+def test_beside_paper_drops_the_paper_value_where_our_mean_covers_other_corruptions(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from dartlib import report
+
+    monkeypatch.setattr(report, "results_dir", lambda profile: tmp_path / profile)
+    rows = pd.DataFrame({"method": ["bnadapt"] * 3 + ["tent"] * 2, "refiner": "none", "shift_param": 1.0, "seed": 0,
+                         "corruption": ["a", "b", "c", "a", "b"], "accuracy": [70.0, 80.0, 90.0, 60.0, 70.0]})
+    paper = pd.DataFrame({"method": ["bnadapt", "tent"], "refiner": "none", "shift_param": 1.0, "corruption": "mean",
+                          "accuracy": [81.0, 66.0], "std": [0.5, 0.5]})
+    full = report.beside_paper(rows, paper, profile="cpu", name="t", title="t", paper_covers=["a", "b", "c"])
+    assert full.loc[("BNAdapt", "1"), "delta"] == -1.0
+    assert np.isnan(full.loc[("TENT", "1"), "paper"]) and np.isnan(full.loc[("TENT", "1"), "delta"])
+    assert full.loc[("TENT", "1"), "ours"] == 65.0
+    assert "(66.0" not in (tmp_path / "cpu" / "tables" / "t.md").read_text()
+    unchecked = report.beside_paper(rows, paper, profile="cpu", name="t", title="t")
+    assert unchecked.loc[("TENT", "1"), "delta"] == -1.0

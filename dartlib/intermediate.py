@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,168 @@ def _imbalanced_batches(labels: np.ndarray, config: DartConfig, epoch: int, n_ba
 CALIBRATION_STEPS = 10  # step pairs whose d standardises DART-split's detector
 
 
+# The settings that decide the intermediate batches: refiners that agree on them read the same
+# batches and can train in one pass over them (:func:`train_refiners`).
+STREAM_FIELDS = ("seed", "per_class", "delta", "n_dir", "batch_size", "sampling")
+
+
+def stream_signature(config: DartConfig) -> tuple:
+    """The values of :data:`STREAM_FIELDS` in ``config``."""
+    return tuple(getattr(config, name) for name in STREAM_FIELDS)
+
+
+@dataclass
+class _Batch:
+    """One step's pair of intermediate batches through the frozen classifier (shared by every
+    refiner of the pass): the Dirichlet batch's logits, labels and, for the additive variant,
+    features; the i.i.d. batch's logits; both batches' (p_bar, d)."""
+
+    l_imb: torch.Tensor
+    y_imb: torch.Tensor
+    f_imb: torch.Tensor | None
+    l_bal: torch.Tensor
+    stats_imb: tuple[torch.Tensor, torch.Tensor]
+    stats_bal: tuple[torch.Tensor, torch.Tensor]
+
+
+class _Learner:
+    """One refiner inside a shared pass: its module(s), optimiser, cosine schedule and log.
+    Initialised exactly as a refiner trained alone (the torch seed is set right before its
+    modules are built), so that a pass of several gives each the result it would get alone."""
+
+    def __init__(self, config: DartConfig, *, num_classes: int, feature_dim: int, head, total: int, device: str):
+        torch.manual_seed(config.seed)
+        self.config = config
+        self.split = config.variant == "dart-split"
+        self.additive = config.outputs == "additive"
+        self.head = head if self.additive else None
+        module, detector = _build(config, num_classes, feature_dim=feature_dim if self.additive else None)
+        self.module = module.to(device)
+        self.detector = detector.to(device) if detector else None
+        params = list(self.module.parameters()) + (list(self.detector.parameters()) if self.detector else [])
+        self.opt = torch.optim.Adam(params, lr=config.lr)
+        self.total = total
+        self.eye = torch.eye(num_classes, device=device)
+        self.device = device
+        self.step = 0
+        self.log: list[dict] = []
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.total
+
+    def update(self, epoch: int, batch: _Batch) -> None:
+        """One optimiser step of Eq. 1-3 (DART) or Algorithm 3 (DART-split) on ``batch``."""
+        config = self.config
+        p_imb, d_imb = batch.stats_imb
+        p_bal, d_bal = batch.stats_bal
+        out = self.module(p_imb, d_imb)
+        refined = additive_refine(batch.f_imb, self.head, out) if self.additive else refine(batch.l_imb, *out)
+        loss_imb = F.cross_entropy(refined, batch.y_imb)
+        entry = {"epoch": epoch + 1, "step": self.step + 1, "loss_imb": float(loss_imb.detach())}
+        if self.split:
+            scores = self.detector(torch.stack([d_bal, d_imb]))
+            loss_aux = F.binary_cross_entropy_with_logits(scores, torch.tensor([0.0, 1.0], device=self.device))
+            entry["loss_detect"] = float(loss_aux.detach())
+            loss = loss_imb + loss_aux  # disjoint parameters: the same as two separate updates
+        elif self.additive:  # identity = all additive parameters zero
+            loss_aux = sum(F.mse_loss(t, torch.zeros_like(t)) for t in self.module(p_bal, d_bal))
+            entry["loss_bal"] = float(loss_aux.detach())
+            loss = loss_imb + config.alpha * loss_aux
+        else:
+            w_bal, b_bal = self.module(p_bal, d_bal)
+            loss_aux = F.mse_loss(w_bal, self.eye) + F.mse_loss(b_bal, torch.zeros_like(b_bal))
+            entry["loss_bal"] = float(loss_aux.detach())
+            loss = loss_imb + config.alpha * loss_aux
+        lr = cosine_lr(config.lr, self.step, self.total)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        entry["lr"] = lr
+        self.log.append(entry)
+        self.step += 1
+
+    def refiner(self) -> Refiner:
+        self.module.eval()
+        head = tuple(t.cpu() for t in self.head) if self.head else None
+        return Refiner(module=self.module.cpu(), config=self.config,
+                       detector=self.detector.cpu() if self.detector else None, head=head)
+
+
+def train_refiners(
+    model: nn.Module, train: Dataset, configs: list[DartConfig], *, device: str = "cpu", progress: bool = True,
+    max_steps: int | None = None,
+) -> list[tuple[Refiner, list[dict]]]:
+    """Train several refiners in one pass over their shared intermediate batches.
+
+    Every config must agree on :data:`STREAM_FIELDS` (the batches); they may differ in anything
+    else (alpha, width, inputs and outputs, variant, epochs: a shorter one stops early, on its own
+    cosine schedule). The frozen classifier's forward passes, the cost of intermediate training,
+    are paid once for all of them. Each refiner is bit-identical to the one :func:`train_refiner`
+    trains alone (same thread count). Returns (refiner, per-step log) per config, in order.
+    """
+    if not configs:
+        return []
+    signatures = {stream_signature(c) for c in configs}
+    if len(signatures) > 1:
+        raise ValueError(f"refiners trained in one pass must share {', '.join(STREAM_FIELDS)}; got {sorted(signatures, key=str)}")
+    first = configs[0]
+    frozen = frozen_bn_adapted(model).to(device)
+    d_int = class_balanced(train.labels, per_class=first.per_class, seed=first.seed)
+    labels = train.labels[d_int]
+    images = train.images[d_int]
+    steps = len(d_int) // first.batch_size
+    any_additive = any(c.outputs == "additive" for c in configs)
+    head = (frozen.head.weight.detach().clone(), frozen.head.bias.detach().clone()) if any_additive else None
+    feature_dim = frozen.head.in_features
+    learners = []
+    for config in configs:
+        total = config.epochs * steps if max_steps is None else min(max_steps, config.epochs * steps)
+        learners.append(_Learner(config, num_classes=train.num_classes, feature_dim=feature_dim, head=head, total=total,
+                                 device=device))
+    names = ", ".join(sorted({c.variant for c in configs}))
+    bar = tqdm(total=max(l.total for l in learners), desc=f"intermediate training ({names}, {len(configs)} at once)",
+               disable=not progress)
+
+    def logits_of(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        with torch.no_grad():
+            x, y = to_tensor(images[idx]).to(device), torch.from_numpy(labels[idx]).to(device)
+            if not any_additive:
+                return frozen(x), y, None
+            feats = frozen.features(x)  # frozen(x) is head(features(x)): the same logits
+            return frozen.head(feats), y, feats
+
+    for epoch in range(max(c.epochs for c in configs)):
+        if all(l.done for l in learners):
+            break
+        imbalanced = _imbalanced_batches(labels, first, epoch, steps)
+        order = np.random.default_rng(first.seed * 100003 + epoch + 7).permutation(len(labels))
+        iid = [order[i * first.batch_size : (i + 1) * first.batch_size] for i in range(steps)]
+        detectors = [l.detector for l in learners if l.split]
+        if detectors and epoch == 0:  # standardise g_phi1's input with d on the first batches of both kinds
+            first_d = torch.stack([batch_statistics(logits_of(idx)[0])[1]
+                                   for idx in [*imbalanced[:CALIBRATION_STEPS], *iid[:CALIBRATION_STEPS]]])
+            for detector in detectors:
+                detector.calibrate(first_d)
+        for i in range(steps):
+            active = [l for l in learners if not l.done]
+            if not active:
+                break
+            l_imb, y_imb, f_imb = logits_of(imbalanced[i])
+            l_bal, _, _ = logits_of(iid[i])
+            batch = _Batch(l_imb=l_imb, y_imb=y_imb, f_imb=f_imb, l_bal=l_bal, stats_imb=batch_statistics(l_imb),
+                           stats_bal=batch_statistics(l_bal))
+            for learner in active:
+                learner.update(epoch, batch)
+            bar.update(1)
+            if active[0].step % 50 == 0:
+                bar.set_postfix(loss_imb=f"{active[0].log[-1]['loss_imb']:.3f}")
+    bar.close()
+    return [(l.refiner(), l.log) for l in learners]
+
+
 def train_refiner(
     model: nn.Module, train: Dataset, config: DartConfig, *, device: str = "cpu", progress: bool = True,
     max_steps: int | None = None,
@@ -75,85 +238,7 @@ def train_refiner(
 
     Returns the refiner and a per-step log (epoch, step, loss terms, lr).
     """
-    torch.manual_seed(config.seed)
-    frozen = frozen_bn_adapted(model).to(device)
-    d_int = class_balanced(train.labels, per_class=config.per_class, seed=config.seed)
-    labels = train.labels[d_int]
-    images = train.images[d_int]
-    k = train.num_classes
-    split = config.variant == "dart-split"
-    additive = config.outputs == "additive"
-    head = (frozen.head.weight.detach().clone(), frozen.head.bias.detach().clone()) if additive else None
-    module, detector = _build(config, k, feature_dim=frozen.head.in_features if additive else None)
-    module = module.to(device)
-    detector = detector.to(device) if detector else None
-    params = list(module.parameters()) + (list(detector.parameters()) if detector else [])
-    opt = torch.optim.Adam(params, lr=config.lr)
-    steps = len(d_int) // config.batch_size
-    total = config.epochs * steps if max_steps is None else min(max_steps, config.epochs * steps)
-    eye = torch.eye(k, device=device)
-    log: list[dict] = []
-    bar = tqdm(total=total, desc=f"intermediate training ({config.variant})", disable=not progress)
-    step = 0
-
-    def logits_of(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        with torch.no_grad():
-            x, y = to_tensor(images[idx]).to(device), torch.from_numpy(labels[idx]).to(device)
-            if not additive:
-                return frozen(x), y, None
-            feats = frozen.features(x)
-            return frozen.head(feats), y, feats
-
-    for epoch in range(config.epochs):
-        if step >= total:
-            break
-        imbalanced = _imbalanced_batches(labels, config, epoch, steps)
-        order = np.random.default_rng(config.seed * 100003 + epoch + 7).permutation(len(labels))
-        iid = [order[i * config.batch_size : (i + 1) * config.batch_size] for i in range(steps)]
-        if split and epoch == 0:  # standardise g_phi1's input with d on the first batches of both kinds
-            first = [*imbalanced[:CALIBRATION_STEPS], *iid[:CALIBRATION_STEPS]]
-            detector.calibrate(torch.stack([batch_statistics(logits_of(idx)[0])[1] for idx in first]))
-        for i in range(steps):
-            if step >= total:
-                break
-            l_imb, y_imb, f_imb = logits_of(imbalanced[i])
-            l_bal, _, _ = logits_of(iid[i])
-            p_imb, d_imb = batch_statistics(l_imb)
-            p_bal, d_bal = batch_statistics(l_bal)
-            out = module(p_imb, d_imb)
-            refined = additive_refine(f_imb, head, out) if additive else refine(l_imb, *out)
-            loss_imb = F.cross_entropy(refined, y_imb)
-            entry = {"epoch": epoch + 1, "step": step + 1, "loss_imb": float(loss_imb.detach())}
-            if split:
-                scores = detector(torch.stack([d_bal, d_imb]))
-                loss_aux = F.binary_cross_entropy_with_logits(scores, torch.tensor([0.0, 1.0], device=device))
-                entry["loss_detect"] = float(loss_aux.detach())
-                loss = loss_imb + loss_aux  # disjoint parameters: the same as two separate updates
-            elif additive:  # identity = all additive parameters zero
-                loss_aux = sum(F.mse_loss(t, torch.zeros_like(t)) for t in module(p_bal, d_bal))
-                entry["loss_bal"] = float(loss_aux.detach())
-                loss = loss_imb + config.alpha * loss_aux
-            else:
-                w_bal, b_bal = module(p_bal, d_bal)
-                loss_aux = F.mse_loss(w_bal, eye) + F.mse_loss(b_bal, torch.zeros_like(b_bal))
-                entry["loss_bal"] = float(loss_aux.detach())
-                loss = loss_imb + config.alpha * loss_aux
-            lr = cosine_lr(config.lr, step, total)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            entry["lr"] = lr
-            log.append(entry)
-            step += 1
-            bar.update(1)
-            if step % 50 == 0:
-                bar.set_postfix(loss_imb=f"{entry['loss_imb']:.3f}")
-    bar.close()
-    module.eval()
-    head = tuple(t.cpu() for t in head) if head else None
-    return Refiner(module=module.cpu(), config=config, detector=detector.cpu() if detector else None, head=head), log
+    return train_refiners(model, train, [config], device=device, progress=progress, max_steps=max_steps)[0]
 
 
 def refiner_path(checkpoint: Path, config: DartConfig, *, tag: str = "") -> Path:
@@ -175,27 +260,53 @@ def load_or_train_refiner(
     """Reuse the refiner saved beside ``checkpoint`` for this config (and ``tag``, see
     :func:`refiner_path`), or train and save it (on ``device``, by default
     :func:`dartlib.devices.default_device`; the refiner returned is on the CPU)."""
+    return load_or_train_refiners(checkpoint, model, train, [config], device=device, progress=progress, tag=tag)[0]
+
+
+def load_or_train_refiners(
+    checkpoint: Path, model: nn.Module, train: Dataset, configs: list[DartConfig], *, device: str | None = None,
+    progress: bool = True, tag: str = "",
+) -> list[tuple[Refiner, list[dict]]]:
+    """:func:`load_or_train_refiner` for several configs: those not saved yet are trained in one
+    pass per set of shared intermediate batches (:func:`train_refiners`), which gives each the
+    refiner it would get alone at a fraction of the cost. Returns (refiner, log) per config."""
     device = device or default_device()
-    path = refiner_path(checkpoint, config, tag=tag)
-    if path.is_file():
+    paths = [refiner_path(checkpoint, config, tag=tag) for config in configs]
+    missing: dict[tuple, dict[Path, DartConfig]] = {}
+    for path, config in zip(paths, configs):
+        if not path.is_file():
+            missing.setdefault(stream_signature(config), {})[path] = config
+    for group in missing.values():
+        start = time.perf_counter()
+        trained = train_refiners(model, train, list(group.values()), device=device, progress=progress)
+        seconds = time.perf_counter() - start
+        for path, (refiner, log) in zip(group, trained):
+            _save(path, refiner, log, checkpoint=checkpoint, train=train, device=device,
+                  timing={"seconds": seconds, "trained_with": len(group)})
+    out = []
+    for path in paths:
         blob = torch.load(path, map_location="cpu", weights_only=False)
-        return _from_blob(blob), blob["log"]
-    start = time.perf_counter()
-    refiner, log = train_refiner(model, train, config, device=device, progress=progress)
+        out.append((_from_blob(blob), blob["log"]))
+    return out
+
+
+def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, train: Dataset, device: str,
+          timing: dict) -> None:
+    """The refiner, its config, log and provenance, written atomically to ``path``. ``timing``:
+    the seconds of the pass that trained it and how many refiners shared that pass."""
     blob = {
         "module": refiner.module.state_dict(),
         "detector": refiner.detector.state_dict() if refiner.detector else None,
-        "config": config_dict(config),
+        "config": config_dict(refiner.config),
         "num_classes": train.num_classes,
         "head": refiner.head,
         "log": log,
-        "meta": {"source_checkpoint": checkpoint.name, "train_digest": train.digest(), "seconds": time.perf_counter() - start,
+        "meta": {"source_checkpoint": checkpoint.name, "train_digest": train.digest(), **timing,
                  "device": device, "dartlib_version": __version__},
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(blob, tmp)
     os.replace(tmp, path)
-    return refiner, log
 
 
 def _build(config: DartConfig, num_classes: int, *, feature_dim: int | None = None,

@@ -297,3 +297,59 @@ def test_dart_overhead_benchmark_measures_both_ratios(tiny_setup):
     assert list(table.images) == [128, 128, 100, 100]
     assert (table.img_per_s > 0).all()
     assert table.attrs["intermediate_over_forward"] > 0 and table.attrs["dart_over_bnadapt_wall"] > 0
+
+
+def _state(refiner) -> dict:
+    state = {f"module.{k}": v for k, v in refiner.module.state_dict().items()}
+    if refiner.detector is not None:
+        state.update({f"detector.{k}": v for k, v in refiner.detector.state_dict().items()})
+    return state
+
+
+def test_refiners_trained_in_one_pass_are_those_trained_alone(tiny_setup):
+    from dataclasses import replace
+
+    from dartlib.intermediate import train_refiners
+
+    model, ds = tiny_setup
+    base = dart.DartConfig(epochs=2, batch_size=32, hidden=16, n_dir=5, per_class=100)
+    configs = [base, replace(base, alpha=1.0, hidden=8), replace(base, variant="dart-split"),
+               replace(base, outputs="additive"), replace(base, inputs="pbar", outputs="w"), replace(base, epochs=1)]
+    together = train_refiners(model, ds, configs, progress=False)
+    for config, (refiner, log) in zip(configs, together):
+        alone, alone_log = train_refiner(model, ds, config, progress=False)
+        assert log == alone_log, config
+        a, b = _state(refiner), _state(alone)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), config
+    assert [len(log) for _, log in together] == [24] * 5 + [12]  # the 1-epoch one stops on its own schedule
+    assert together[-1][1][-1]["lr"] < together[0][1][11]["lr"]
+    with pytest.raises(ValueError, match="must share seed, per_class, delta, n_dir, batch_size, sampling"):
+        train_refiners(model, ds, [base, replace(base, batch_size=16)], progress=False)
+
+
+def test_load_or_train_refiners_trains_what_is_missing_once_per_batch_stream(tiny_setup, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from dartlib import intermediate
+
+    model, ds = tiny_setup
+    ckpt = tmp_path / "source.pt"
+    ckpt.write_bytes(b"")
+    base = dart.DartConfig(epochs=1, batch_size=32, hidden=16, n_dir=5, per_class=100)
+    saved, _ = load_or_train_refiner(ckpt, model, ds, base, progress=False)
+    passes = []
+    real = intermediate.train_refiners
+    monkeypatch.setattr(intermediate, "train_refiners",
+                        lambda m, d, configs, **kw: passes.append(len(configs)) or real(m, d, configs, **kw))
+    split = replace(base, variant="dart-split")
+    configs = [base, replace(base, alpha=1.0), split, replace(split, alpha=5.0), replace(base, sampling="unif-lt")]
+    out = intermediate.load_or_train_refiners(ckpt, model, ds, configs, progress=False)
+    # the saved one is read back; the two split configs are one file (no alpha in Algorithm 3)
+    assert sorted(passes) == [1, 2]
+    assert all(refiner_path(ckpt, c).is_file() for c in configs)
+    assert all(torch.equal(a, b) for a, b in zip(_state(out[0][0]).values(), _state(saved).values()))
+    assert out[2][1] == out[3][1]
+    blob = torch.load(refiner_path(ckpt, configs[1]), weights_only=False)
+    assert blob["meta"]["trained_with"] == 2 and blob["meta"]["seconds"] > 0
+    intermediate.load_or_train_refiners(ckpt, model, ds, configs, progress=False)
+    assert sorted(passes) == [1, 2]  # nothing left to train

@@ -121,3 +121,31 @@ def dart_overhead(
     table.attrs["dart_over_bnadapt_wall"] = best["bnadapt_dart"] / best["bnadapt"]
     table.attrs["device"] = device
     return table
+
+
+def shared_pass_speedup(model: torch.nn.Module, train, *, configs, n_steps: int = 20, repeats: int = 2,
+                        device: str = "cpu") -> pd.DataFrame:
+    """Training the refiners of ``configs`` (which share their intermediate batches) one after
+    the other against in one pass (:func:`dartlib.intermediate.train_refiners`), ``n_steps`` steps
+    each; best of ``repeats``, the two alternating so that machine noise hits both alike."""
+    from dartlib.intermediate import train_refiner, train_refiners
+
+    def alone() -> None:
+        for config in configs:
+            train_refiner(model, train, config, device=device, progress=False, max_steps=n_steps)
+
+    def together() -> None:
+        train_refiners(model, train, list(configs), device=device, progress=False, max_steps=n_steps)
+
+    train_refiners(model, train, list(configs), device=device, progress=False, max_steps=1)  # warm-up
+    best = {"alone": float("inf"), "together": float("inf")}
+    for _ in range(repeats):
+        for name, fn in (("alone", alone), ("together", together)):
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    table = pd.DataFrame([{"measure": f"{len(configs)} refiners one after the other", "seconds": best["alone"]},
+                          {"measure": f"{len(configs)} refiners in one pass", "seconds": best["together"]}])
+    table.attrs["speedup"] = best["alone"] / best["together"]
+    table.attrs["device"] = device
+    return table

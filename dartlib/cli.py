@@ -93,24 +93,51 @@ def _cmd_bench_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile_source(profile: str):
+    """A profile's parameters, its trained source model (on the default device), the device and
+    the profile's intermediate-training settings as a DartConfig."""
+    from dartlib.dart import DartConfig
+    from dartlib.devices import default_device
+    from dartlib.profiles import load_profile
+    from dartlib.training import checkpoint_path, load_checkpoint
+
+    p = load_profile(profile)
+    device = default_device()
+    ckpt = checkpoint_path(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"], seed=p["seed"])
+    if not ckpt.is_file():
+        raise FileNotFoundError(f"no source checkpoint at {ckpt}; train it first: python -m dartlib train --profile {profile}")
+    model, _ = load_checkpoint(ckpt, device=device)
+    config = DartConfig(delta=p["dir_delta"], n_dir=p["dart_n_dir"], batch_size=p["int_batch_size"], hidden=p["dart_hidden"],
+                        per_class=p["dart_per_class"] or None, seed=p["seed"])
+    return p, model, device, config
+
+
+def _cmd_bench_refiners(args: argparse.Namespace) -> int:
+    import torch
+
+    from dartlib.bench import shared_pass_speedup
+    from dartlib.dart import DartConfig
+    from dartlib.data import load
+
+    p, model, device, base = _profile_source(args.profile)
+    alphas = p["alpha_values"][: args.count] if args.count <= len(p["alpha_values"]) else range(args.count)
+    configs = [DartConfig(**{**vars(base), "alpha": float(a)}) for a in alphas]
+    table = shared_pass_speedup(model, load(p["source_dataset"], split="train"), configs=configs, n_steps=args.steps,
+                                repeats=args.repeats, device=device)
+    print(f"profile {args.profile}: {p['source_arch']} on {p['source_dataset']}, device {device}, torch threads "
+          f"{torch.get_num_threads()}, {args.steps} steps each, best of {args.repeats}")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"one pass is {table.attrs['speedup']:.2f}x faster than {len(configs)} separate trainings")
+    return 0
+
+
 def _cmd_bench_dart(args: argparse.Namespace) -> int:
     import torch
 
     from dartlib.bench import dart_overhead
-    from dartlib.dart import DartConfig
     from dartlib.data import load
-    from dartlib.profiles import load_profile
-    from dartlib.devices import default_device
-    from dartlib.training import checkpoint_path, load_checkpoint
 
-    p = load_profile(args.profile)
-    device = default_device()
-    ckpt = checkpoint_path(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"], seed=p["seed"])
-    if not ckpt.is_file():
-        raise FileNotFoundError(f"no source checkpoint at {ckpt}; train it first: python -m dartlib train --profile {args.profile}")
-    model, _ = load_checkpoint(ckpt, device=device)
-    config = DartConfig(delta=p["dir_delta"], n_dir=p["dart_n_dir"], batch_size=p["int_batch_size"], hidden=p["dart_hidden"],
-                        per_class=p["dart_per_class"] or None, seed=p["seed"])
+    p, model, device, config = _profile_source(args.profile)
     train = load(p["source_dataset"], split="train")
     test = load(p["source_dataset"], split="test")
     table = dart_overhead(model, train, test, config=config, test_batch_size=p["test_batch_size"], n_steps=args.steps,
@@ -273,6 +300,13 @@ def build_parser() -> argparse.ArgumentParser:
     dartb.add_argument("--stream", type=int, default=4000, help="test images in the timed stream")
     dartb.add_argument("--repeats", type=int, default=3)
     dartb.set_defaults(func=_cmd_bench_dart)
+
+    refb = bench.add_parser("refiners", help="refiners sharing their intermediate batches: separate trainings vs one pass")
+    refb.add_argument("--profile", default=DEFAULT_PROFILE)
+    refb.add_argument("--count", type=int, default=5, help="refiners (the profile's alpha table values)")
+    refb.add_argument("--steps", type=int, default=20, help="intermediate steps per refiner")
+    refb.add_argument("--repeats", type=int, default=2)
+    refb.set_defaults(func=_cmd_bench_refiners)
 
     claims = sub.add_parser("claims", help="check the paper's claims (data/paper/claims.yaml) on a profile's results")
     claims.add_argument("--profile", default=DEFAULT_PROFILE)

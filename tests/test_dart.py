@@ -353,3 +353,15 @@ def test_load_or_train_refiners_trains_what_is_missing_once_per_batch_stream(tin
     assert blob["meta"]["trained_with"] == 2 and blob["meta"]["seconds"] > 0
     intermediate.load_or_train_refiners(ckpt, model, ds, configs, progress=False)
     assert sorted(passes) == [1, 2]  # nothing left to train
+
+
+def test_shared_pass_benchmark_times_both_ways(tiny_setup):
+    from dataclasses import replace
+
+    from dartlib.bench import shared_pass_speedup
+
+    model, ds = tiny_setup
+    base = dart.DartConfig(epochs=1, batch_size=32, hidden=16, n_dir=5, per_class=100)
+    table = shared_pass_speedup(model, ds, configs=[base, replace(base, alpha=1.0)], n_steps=2, repeats=1)
+    assert list(table.measure) == ["2 refiners one after the other", "2 refiners in one pass"]
+    assert (table.seconds > 0).all() and table.attrs["speedup"] == table.seconds[0] / table.seconds[1]

@@ -55,15 +55,16 @@ def summarise(frame: pd.DataFrame, *, columns: str = "shift_param", value: str =
         out["std"] = grouped[std].mean()
     else:
         out["std"] = grouped[value].std(ddof=0).fillna(0.0)
+        out["n"] = grouped[value].count()
     return out
 
 
 def compare(ours: pd.DataFrame, paper: pd.DataFrame | None, *, columns: str = "shift_param",
             row_order: list[str] | None = None) -> pd.DataFrame:
-    """One row per (row, col): ours, ours_std, paper, paper_std, delta; rows in ``row_order``
+    """One row per (row, col): ours, ours_std, ours_n (seeds), paper, paper_std, delta; rows in ``row_order``
     (row labels, see :func:`row_label`; rows not listed follow), else in the order first seen in
     ``ours`` (then any only in the paper)."""
-    mine = summarise(ours, columns=columns).rename(columns={"mean": "ours", "std": "ours_std"})
+    mine = summarise(ours, columns=columns).rename(columns={"mean": "ours", "std": "ours_std", "n": "ours_n"})
     if paper is not None and len(paper):
         theirs = summarise(paper, columns=columns, std="std").rename(columns={"mean": "paper", "std": "paper_std"})
         table = mine.join(theirs, how="outer", sort=False)
@@ -114,7 +115,10 @@ def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> st
             if not math.isnan(e["ours"]) and e["ours"] == best[c]:
                 ours = f"**{ours}**" if fmt == "markdown" else f"\\textbf{{{ours}}}"
             pm = " ± " if fmt == "markdown" else "$\\pm$"
-            text = f"{ours}{pm}{_num(e['ours_std'])}" if not math.isnan(e["ours"]) else "–"
+            if math.isnan(e["ours"]):
+                text = "–"
+            else:  # one seed has no spread to show
+                text = f"{ours}{pm}{_num(e['ours_std'])}" if e.get("ours_n", 2) > 1 else ours
             if not math.isnan(e["paper"]):
                 delta = _num(e["delta"], signed=True)
                 text += f" ({_num(e['paper'])}; {delta})" if fmt == "markdown" else f" ({_num(e['paper'])}; ${delta}$)"
@@ -126,7 +130,8 @@ def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> st
     if fmt == "latex":
         lines += ["\\bottomrule", "\\end{tabular}"]
     else:
-        lines += ["", "Cells: ours mean ± std over seeds (paper's value; ours − paper); best of ours per column in bold."]
+        lines += ["", "Cells: ours mean ± std over seeds, or the value alone for one seed (paper's value; ours − paper); "
+                      "best of ours per column in bold."]
     return "\n".join(lines) + "\n"
 
 

@@ -104,3 +104,12 @@ def test_beside_paper_drops_the_paper_value_where_our_mean_covers_other_corrupti
     assert "(66.0" not in (tmp_path / "cpu" / "tables" / "t.md").read_text()
     unchecked = report.beside_paper(rows, paper, profile="cpu", name="t", title="t")
     assert unchecked.loc[("TENT", "1"), "delta"] == -1.0
+
+
+def test_a_single_seed_cell_shows_its_value_without_a_spread():
+    ours, paper = _frames()
+    one = ours[ours.seed == 0]
+    text = report.render(report.compare(one, paper), fmt="markdown")
+    assert "| BNAdapt | **84.8** (85.2; -0.4) | 69.8 (63.0; +6.8) |" in text
+    assert "±" not in text.split("\n\n")[0]
+    assert "± 0.2" in report.render(report.compare(ours, paper), fmt="markdown")

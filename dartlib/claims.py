@@ -39,23 +39,34 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict]:
     return claims
 
 
-def _mean(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float) -> float:
-    rows = frame[(frame["method"] == method) & (frame["refiner"] == refiner)
+def _rows(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float) -> pd.DataFrame:
+    return frame[(frame["method"] == method) & (frame["refiner"] == refiner)
                  & (frame["shift_param"].astype(float).sub(float(shift_param)).abs() < 1e-9)]
+
+
+def _mean(rows: pd.DataFrame) -> float:
     return float(rows["accuracy"].mean()) if len(rows) else math.nan
 
 
+def _difference(a: pd.DataFrame, b: pd.DataFrame) -> float:
+    """mean(a) - mean(b), where both average over the same corruptions; NaN otherwise (a grid
+    still running: a difference of means over different streams says nothing about the effect)."""
+    if "corruption" in a and set(a["corruption"]) != set(b["corruption"]):
+        return math.nan
+    return _mean(a) - _mean(b)
+
+
 def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> float:
-    """The check's quantity on a results frame (already restricted to the claim's data)."""
+    """The check's quantity on a results frame (already restricted to the claim's data). A gain
+    or a drop is NaN unless its two sides cover the same corruptions."""
     method = method or check["method"]
     refiner, rho = check["refiner"], check["shift_param"]
+    rows = _rows(frame, method=method, refiner=refiner, shift_param=rho)
     if check["quantity"] == "accuracy":
-        return _mean(frame, method=method, refiner=refiner, shift_param=rho)
+        return _mean(rows)
     if check["quantity"] == "gain":
-        return _mean(frame, method=method, refiner=refiner, shift_param=rho) - _mean(frame, method=method, refiner="none",
-                                                                                      shift_param=rho)
-    return _mean(frame, method=method, refiner=refiner, shift_param=check["from"]) - _mean(frame, method=method,
-                                                                                          refiner=refiner, shift_param=rho)
+        return _difference(rows, _rows(frame, method=method, refiner="none", shift_param=rho))
+    return _difference(_rows(frame, method=method, refiner=refiner, shift_param=check["from"]), rows)
 
 
 def _restrict(frame: pd.DataFrame, claim: dict, *, dataset: str, paper: bool) -> pd.DataFrame:

@@ -70,3 +70,17 @@ def test_comparison_with_another_refiner(tmp_path):
     _results([{**rows[0]}, {**rows[1], "accuracy": 86.0}]).to_csv(tmp_path / "ablations.csv", index=False)
     table = claims.evaluate("cpu", corrupted_dataset="cifar10c", folder=tmp_path)
     assert table[table.claim == "d-input-keeps-rho-1-intact"].status.tolist() == ["FAILS"]
+
+
+def test_a_gain_or_drop_over_different_corruptions_is_not_run(tmp_path):
+    # a grid still running: DART's row has one of BNAdapt's two corruptions at rho = 100
+    rows = [{"method": "bnadapt", "refiner": ref, "shift_param": rho, "corruption": c, "accuracy": acc}
+            for ref, rho, c, acc in (("none", 1, "fog", 80.0), ("none", 1, "snow", 70.0), ("dart", 1, "fog", 80.0),
+                                     ("dart", 1, "snow", 70.0), ("none", 100, "fog", 60.0), ("none", 100, "snow", 40.0),
+                                     ("dart", 100, "fog", 75.0))]
+    _results(rows).to_csv(tmp_path / "table1.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="fmnistc", folder=tmp_path)
+    gains = table[table.claim == "abstract-gains-without-degradation"]
+    assert gains.status.tolist() == ["HOLDS", "NOT RUN", "NOT RUN"]  # rho 1 complete; 10 absent; 100 incomplete
+    drop = table[table.claim == "bnadapt-degrades-under-label-shift"].iloc[0]
+    assert drop.status == "HOLDS" and drop.ours == pytest.approx(25.0)  # both rhos cover fog and snow

@@ -187,7 +187,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     import torch
 
     from dartlib import online
-    from dartlib.experiments import parse_shard, run_grid, shard
+    from dartlib.experiments import grid_status, parse_shard, run_grid, shard
     from dartlib.paths import NOTEBOOKS_DIR, results_dir
     from dartlib.profiles import load_profile
     from dartlib.runner import notebook_parameters
@@ -215,6 +215,12 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
+    if args.status:
+        table = grid_status(cells, path=path, inputs=context.inputs)
+        print(table.to_string())
+        print(f"current {table.current.sum()} of {table.cells.sum()} cells; to compute: {table.stale.sum()} stale, "
+              f"{table.missing.sum()} missing")
+        return 0
     run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=path, experiment=args.experiment,
              inputs=context.inputs)
     return 0
@@ -319,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
     grid_.add_argument("--threads", type=int, help="torch CPU threads for this process")
     grid_.add_argument("--refiners", help="comma-separated refiners to keep (e.g. none: the cells without DART first)")
+    grid_.add_argument("--status", action="store_true",
+                       help="count current, stale and missing cells per method and refiner, and compute nothing")
     grid_.set_defaults(func=_cmd_grid)
 
     valid = sub.add_parser("validate-alpha", help="choose alpha for a profile's backbone on held-out training data")

@@ -123,6 +123,30 @@ def _append_row(row: dict, path: Path) -> None:
         _write_atomic(done, path)
 
 
+def _states(cells: list[Cell], path: Path, digests: dict[str, str]) -> list[str]:
+    """Per cell: ``current`` (stored, with the digest its inputs have now, where that is known),
+    ``stale`` (stored with another digest, or without one where one is known) or ``missing``."""
+    done = read_results(path)
+    stored = dict(zip(done["key"].astype(str), done["inputs"].astype(str))) if len(done) else {}
+    return ["missing" if c.key not in stored else
+            "stale" if c.key in digests and stored[c.key] != digests[c.key] else "current" for c in cells]
+
+
+def grid_status(cells: Iterable[Cell], *, path: Path, inputs: Callable[[Cell], str] | None = None) -> pd.DataFrame:
+    """How far a grid is, without running it: per (method, refiner), how many of its cells are
+    stored and current, stored but stale (:func:`run_grid` recomputes them) and missing."""
+    cells = list(cells)
+    digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
+    frame = pd.DataFrame({"method": [c.method for c in cells], "refiner": [c.refiner for c in cells],
+                          "state": _states(cells, path, digests)})
+    table = pd.crosstab([frame.method, frame.refiner], frame.state).reindex(columns=["current", "stale", "missing"],
+                                                                           fill_value=0)
+    order = list(dict.fromkeys(zip(frame.method, frame.refiner)))
+    table = table.reindex(order)
+    table["cells"] = table.sum(axis=1)
+    return table
+
+
 def run_grid(
     cells: Iterable[Cell],
     evaluate: Callable[[Cell], dict],
@@ -137,11 +161,8 @@ def run_grid(
     with another digest is recomputed (see the module docstring). Returns the results of all
     requested cells."""
     cells = list(cells)
-    done = read_results(path)
-    stored = dict(zip(done["key"].astype(str), done["inputs"].astype(str))) if len(done) else {}
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
-    todo = [c for c in cells
-            if c.key not in stored or (c.key in digests and stored[c.key] != digests[c.key])]
+    todo = [c for c, state in zip(cells, _states(cells, path, digests)) if state != "current"]
     bar = tqdm(todo, desc=experiment, unit="cell", disable=not progress)
     for cell in bar:
         bar.set_postfix_str(cell.label())

@@ -117,3 +117,19 @@ def test_rows_without_an_input_digest_are_reused_only_where_no_digest_is_known(t
     again = run_grid(cells, lambda c: {"n": 1, "accuracy": 2.0}, path=path, experiment="x", progress=False,
                      inputs=lambda c: "g1")  # the stored row cannot show which inputs made it
     assert again.accuracy.tolist() == [2.0] and read_results(path).inputs.tolist() == ["g1"]
+
+
+def test_grid_status_counts_current_stale_and_missing_cells_without_running(tmp_path):
+    from dartlib.experiments import grid_status
+
+    path = tmp_path / "grid.csv"
+    cells = _grid()
+    first = [c for c in cells if c.refiner == "none"] + [c for c in cells if c.refiner == "dart"][:2]
+    run_grid(first, lambda c: {"n": 1, "accuracy": 1.0}, path=path, experiment="x", progress=False,
+             inputs=lambda c: "g1")
+    # DART's inputs changed since (a retrained g_phi): its two stored cells are stale
+    status = grid_status(cells, path=path, inputs=lambda c: "g2" if c.refiner == "dart" else "g1")
+    assert status.loc[("bnadapt", "none")].tolist() == [6, 0, 0, 6]
+    assert status.loc[("bnadapt", "dart")].tolist() == [0, 2, 4, 6]
+    assert list(status.columns) == ["current", "stale", "missing", "cells"]
+    assert len(read_results(path)) == 8  # nothing ran

@@ -201,13 +201,13 @@ def train_refiners(
             feats = frozen.features(x)  # frozen(x) is head(features(x)): the same logits
             return frozen.head(feats), y, feats
 
+    detectors = [l.detector for l in learners if l.split]
     for epoch in range(max(c.epochs for c in configs)):
         if all(l.done for l in learners):
             break
         imbalanced = _imbalanced_batches(labels, first, epoch, steps)
         order = np.random.default_rng(first.seed * 100003 + epoch + 7).permutation(len(labels))
         iid = [order[i * first.batch_size : (i + 1) * first.batch_size] for i in range(steps)]
-        detectors = [l.detector for l in learners if l.split]
         if detectors and epoch == 0:  # standardise g_phi1's input with d on the first batches of both kinds
             first_d = torch.stack([batch_statistics(logits_of(idx)[0])[1]
                                    for idx in [*imbalanced[:CALIBRATION_STEPS], *iid[:CALIBRATION_STEPS]]])
@@ -276,6 +276,7 @@ def load_or_train_refiners(
     for path, config in zip(paths, configs):
         if not path.is_file():
             missing.setdefault(stream_signature(config), {})[path] = config
+    fresh: dict[Path, tuple[Refiner, list[dict]]] = {}
     for group in missing.values():
         start = time.perf_counter()
         trained = train_refiners(model, train, list(group.values()), device=device, progress=progress)
@@ -283,11 +284,13 @@ def load_or_train_refiners(
         for path, (refiner, log) in zip(group, trained):
             _save(path, refiner, log, checkpoint=checkpoint, train=train, device=device,
                   timing={"seconds": seconds, "trained_with": len(group)})
-    out = []
-    for path in paths:
-        blob = torch.load(path, map_location="cpu", weights_only=False)
-        out.append((_from_blob(blob), blob["log"]))
-    return out
+            fresh[path] = (refiner, log)
+    return [fresh[path] if path in fresh else _load(path) for path in paths]
+
+
+def _load(path: Path) -> tuple[Refiner, list[dict]]:
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    return _from_blob(blob), blob["log"]
 
 
 def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, train: Dataset, device: str,

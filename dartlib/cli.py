@@ -206,12 +206,20 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         "online_imbalance": ("11_online_imbalance.ipynb", online.prepare_online_context, online.profile_cells),
     }[args.experiment]
     params = {**notebook_parameters(NOTEBOOKS_DIR / notebook), **load_profile(args.profile)}
+    cells = make_cells(params)
+    for field in ("method", "refiner"):
+        wanted_values = getattr(args, f"{field}s")
+        if not wanted_values:
+            continue
+        valid = list(dict.fromkeys(getattr(c, field) for c in cells))
+        unknown = [v for v in wanted_values.split(",") if v not in valid]
+        if unknown:
+            print(f"error: unknown {field} {', '.join(unknown)}; valid: {', '.join(valid)}", file=sys.stderr)
+            return 2
+        cells = [c for c in cells if getattr(c, field) in wanted_values.split(",")]
+    cells = shard(cells, args.shard) if args.shard else cells
     wanted = inspect.signature(prepare).parameters
     context, meta = prepare(**{k: v for k, v in params.items() if k in wanted}, progress=True)[:2]
-    cells = make_cells(params)
-    if args.refiners:
-        cells = [c for c in cells if c.refiner in args.refiners.split(",")]
-    cells = shard(cells, args.shard) if args.shard else cells
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
@@ -325,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
     grid_.add_argument("--threads", type=int, help="torch CPU threads for this process")
     grid_.add_argument("--refiners", help="comma-separated refiners to keep (e.g. none: the cells without DART first)")
+    grid_.add_argument("--methods", help="comma-separated methods to keep (e.g. note,sar: split the slow ones across workers)")
     grid_.add_argument("--status", action="store_true",
                        help="count current, stale and missing cells per method and refiner, and compute nothing")
     grid_.set_defaults(func=_cmd_grid)

@@ -82,6 +82,10 @@ def test_cli_reports_unknown_names(capsys):
     assert "shard must read i/n" in capsys.readouterr().err
     assert cli.main(["grid", "table1", "--profile", "nightly"]) == 2
     assert "valid names: smoke" in capsys.readouterr().err
+    assert cli.main(["grid", "table1", "--methods", "tent,tnet"]) == 2
+    assert "unknown method tnet; valid: noadapt, bnadapt, tent" in capsys.readouterr().err
+    assert cli.main(["grid", "table1", "--refiners", "dart-split"]) == 2
+    assert "unknown refiner dart-split; valid: none, dart" in capsys.readouterr().err
 
 
 def _notebook(*sources: str, params: str) -> nbformat.NotebookNode:

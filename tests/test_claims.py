@@ -84,3 +84,32 @@ def test_a_gain_or_drop_over_different_corruptions_is_not_run(tmp_path):
     assert gains.status.tolist() == ["HOLDS", "NOT RUN", "NOT RUN"]  # rho 1 complete; 10 absent; 100 incomplete
     drop = table[table.claim == "bnadapt-degrades-under-label-shift"].iloc[0]
     assert drop.status == "HOLDS" and drop.ours == pytest.approx(25.0)  # both rhos cover fog and snow
+
+
+def test_a_comparison_with_a_quantity_not_computed_is_not_run(tmp_path):
+    # ODS without TENT: "drop(ods) < drop(tent)" cannot be judged, so it is NOT RUN, not FAILS
+    rows = [{"method": "ods", "refiner": "none", "shift_param": rho, "accuracy": acc} for rho, acc in ((1, 80.0), (100, 70.0))]
+    _results(rows).to_csv(tmp_path / "table1.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="fmnistc", folder=tmp_path)
+    got = table[table.claim == "tent-sar-degrade-more-than-label-shift-aware"]
+    assert got.status.tolist() == ["NOT RUN", "NOT RUN", "NOT RUN"]
+    assert got.ours.tolist()[2] == pytest.approx(10.0)
+
+
+def test_online_imbalance_claims_read_the_online_grid_until_the_more_settings_one_exists(tmp_path):
+    rows = [{"method": m, "refiner": r, "shift_param": ir, "accuracy": acc, "shift": "online-imb"}
+            for m, r, ir, acc in (("noadapt", "none", 20, 60.0), ("bnadapt", "none", 20, 40.0),
+                                  ("bnadapt", "dart", 20, 65.0), ("noadapt", "none", 5000, 60.0),
+                                  ("bnadapt", "dart", 5000, 45.0))]
+    _results(rows).to_csv(tmp_path / "online_imbalance.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="fmnistc", folder=tmp_path)
+    got = dict(zip(table[table.claim == "online-imbalance-dart-above-noadapt"].check,
+                   table[table.claim == "online-imbalance-dart-above-noadapt"].status))
+    assert got["accuracy bnadapt at 20"] == "HOLDS" and got["accuracy bnadapt+dart at 20"] == "HOLDS"
+    assert got["accuracy bnadapt+dart at 5000"] == "FAILS" and got["accuracy bnadapt at 5000"] == "NOT RUN"
+    # once notebook 09's grid has rows, they are the ones read
+    more = [{**r, "accuracy": 70.0} if r["refiner"] == "dart" else r for r in rows]
+    _results(more).to_csv(tmp_path / "more_settings.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="fmnistc", folder=tmp_path)
+    assert table[(table.claim == "online-imbalance-dart-above-noadapt")
+                 & (table.check == "accuracy bnadapt+dart at 5000")].status.item() == "HOLDS"

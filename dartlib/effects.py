@@ -55,3 +55,26 @@ def effect_summary(effects: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"ours_gain": grouped["ours"].mean(), "paper_gain": grouped["paper"].mean(),
                          "same_direction": grouped["agrees"].sum(), "opposite": grouped["opposite"].sum(),
                          "streams": grouped.size()})
+
+
+def gain_against_accuracy(frame: pd.DataFrame, *, method: str = "bnadapt", refiner: str = "dart",
+                          shift_param: float = 1.0) -> pd.DataFrame:
+    """Per corruption at one shift parameter: the accuracy of ``method`` alone and the gain of
+    ``method + refiner`` over it (means over seeds), sorted by accuracy.
+
+    Without label shift (rho = 1) the refinement module of Section 3 should leave predictions
+    alone; where it does not, the loss tends to sit on the corruptions the backbone handles worst
+    (its softmax outputs are least confident there, which moves d_B as label shift would)."""
+    rows = frame[(frame["method"] == method) & (frame["shift_param"].astype(float) == float(shift_param))]
+    means = rows.groupby(["corruption", "refiner"])["accuracy"].mean().unstack("refiner")
+    if "none" not in means or refiner not in means:
+        return pd.DataFrame(columns=["corruption", "accuracy", "gain"])
+    table = pd.DataFrame({"accuracy": means["none"], "gain": means[refiner] - means["none"]}).dropna()
+    return table.sort_values("accuracy").reset_index()
+
+
+def rank_correlation(table: pd.DataFrame) -> float:
+    """Spearman's rank correlation of ``gain`` with ``accuracy`` (NaN with fewer than 3 rows)."""
+    if len(table) < 3:
+        return float("nan")
+    return float(table["accuracy"].rank().corr(table["gain"].rank()))

@@ -63,3 +63,29 @@ def test_paper_full_tables_give_one_effect_per_method_and_corruption():
     # The paper's Table 1 headline: BNAdapt+DART gains 18.1 points at rho = 100 on average.
     summary = effect_summary(effects)
     assert summary.loc[("bnadapt", 100.0), "paper_gain"] == pytest.approx(18.1, abs=0.1)
+
+
+def test_gain_against_accuracy_per_corruption_and_its_rank_correlation():
+    from dartlib.effects import gain_against_accuracy, rank_correlation
+
+    ours = _rows({("bnadapt", "none", 1.0, "fog"): 70.0, ("bnadapt", "dart", 1.0, "fog"): 69.0,
+                  ("bnadapt", "none", 1.0, "snow"): 60.0, ("bnadapt", "dart", 1.0, "snow"): 57.0,
+                  ("bnadapt", "none", 1.0, "blur"): 80.0, ("bnadapt", "dart", 1.0, "blur"): 80.2,
+                  ("bnadapt", "none", 100.0, "fog"): 50.0, ("bnadapt", "dart", 100.0, "fog"): 65.0,
+                  ("tent", "none", 1.0, "fog"): 10.0, ("tent", "dart", 1.0, "fog"): 90.0}, seeds=(0, 1))
+    table = gain_against_accuracy(ours)
+    assert table.corruption.tolist() == ["snow", "fog", "blur"]
+    assert table.gain.tolist() == pytest.approx([-3.0, -1.0, 0.2])
+    assert rank_correlation(table) == pytest.approx(1.0)
+    assert math.isnan(rank_correlation(table.iloc[:2]))
+    assert gain_against_accuracy(ours, method="lame").empty
+
+
+def test_the_papers_own_rho_1_loss_sits_on_its_hardest_corruption():
+    from dartlib.effects import gain_against_accuracy
+
+    table = gain_against_accuracy(load_table("full_cifar10c_lt_rho1"))
+    assert len(table) == 15
+    worst = table.iloc[0]
+    assert (worst.corruption, round(worst.accuracy, 1), round(worst.gain, 1)) == ("impulse_noise", 69.9, -1.8)
+    assert (table.gain.iloc[1:] >= -0.1).all()

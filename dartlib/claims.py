@@ -110,14 +110,14 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
     for claim in claims:
         paper = _restrict(load_table(claim["table"]), claim, dataset=claim["dataset"], paper=True)
         ours_dataset = corrupted_dataset if (corrupted_dataset and claim["dataset"] == "cifar10c") else claim["dataset"]
-        ours = pd.DataFrame()
-        for experiment in claim["experiment"]:
-            frame = _restrict(read_results(folder / f"{experiment}.csv"), claim, dataset=ours_dataset, paper=False)
-            if len(frame):
-                ours = frame
-                break
+        frames = [_restrict(read_results(folder / f"{experiment}.csv"), claim, dataset=ours_dataset, paper=False)
+                  for experiment in claim["experiment"]]
+        frames = [f for f in frames if len(f)]
         for check in claim["checks"]:
             p = quantity(paper, check)
+            # the first listed results file that has this check's rows (a grid still running may
+            # hold some of a claim's checks and not others)
+            ours = next((f for f in frames if not math.isnan(quantity(f, check))), pd.DataFrame())
             o = quantity(ours, check) if len(ours) else math.nan
             status, condition = "NOT RUN", str(check["reduced"])
             if not math.isnan(o):

@@ -113,3 +113,18 @@ def test_online_imbalance_claims_read_the_online_grid_until_the_more_settings_on
     table = claims.evaluate("cpu", corrupted_dataset="fmnistc", folder=tmp_path)
     assert table[(table.claim == "online-imbalance-dart-above-noadapt")
                  & (table.check == "accuracy bnadapt+dart at 5000")].status.item() == "HOLDS"
+
+
+def test_each_check_reads_the_first_results_file_that_has_its_rows(tmp_path):
+    # notebook 09's grid has started (IR 1 only): IR 5000 still comes from notebook 11's grid
+    online = [{"method": m, "refiner": r, "shift_param": ir, "accuracy": acc, "shift": "online-imb"}
+              for m, r, ir, acc in (("noadapt", "none", 5000, 60.0), ("bnadapt", "dart", 5000, 45.0),
+                                    ("noadapt", "none", 1, 60.0), ("bnadapt", "dart", 1, 70.0))]
+    _results(online).to_csv(tmp_path / "online_imbalance.csv", index=False)
+    started = [{**r, "accuracy": r["accuracy"] - 20.0} for r in online if r["shift_param"] == 1]
+    _results(started).to_csv(tmp_path / "more_settings.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="fmnistc", folder=tmp_path)
+    got = table[table.claim == "online-imbalance-dart-above-noadapt"].set_index("check")
+    assert got.loc["accuracy bnadapt+dart at 1"].ours == pytest.approx(50.0)  # notebook 09's rows
+    assert got.loc["accuracy bnadapt+dart at 5000"].ours == pytest.approx(45.0)  # notebook 11's rows
+    assert got.loc["accuracy bnadapt+dart at 5000"].status == "FAILS"

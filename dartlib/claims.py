@@ -117,8 +117,7 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
             p = quantity(paper, check)
             # the first listed results file that has this check's rows (a grid still running may
             # hold some of a claim's checks and not others)
-            ours = next((f for f in frames if not math.isnan(quantity(f, check))), pd.DataFrame())
-            o = quantity(ours, check) if len(ours) else math.nan
+            ours, o = next(((f, q) for f in frames if not math.isnan(q := quantity(f, check))), (None, math.nan))
             status, condition = "NOT RUN", str(check["reduced"])
             if not math.isnan(o):
                 if profile in REDUCED_PROFILES:

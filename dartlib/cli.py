@@ -208,15 +208,15 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     params = {**notebook_parameters(NOTEBOOKS_DIR / notebook), **load_profile(args.profile)}
     cells = make_cells(params)
     for field in ("method", "refiner"):
-        wanted_values = getattr(args, f"{field}s")
-        if not wanted_values:
+        if not getattr(args, f"{field}s"):
             continue
+        keep = getattr(args, f"{field}s").split(",")
         valid = list(dict.fromkeys(getattr(c, field) for c in cells))
-        unknown = [v for v in wanted_values.split(",") if v not in valid]
+        unknown = [v for v in keep if v not in valid]
         if unknown:
             print(f"error: unknown {field} {', '.join(unknown)}; valid: {', '.join(valid)}", file=sys.stderr)
             return 2
-        cells = [c for c in cells if getattr(c, field) in wanted_values.split(",")]
+        cells = [c for c in cells if getattr(c, field) in keep]
     cells = shard(cells, args.shard) if args.shard else cells
     wanted = inspect.signature(prepare).parameters
     context, meta = prepare(**{k: v for k, v in params.items() if k in wanted}, progress=True)[:2]

@@ -14,6 +14,11 @@ digest differs from the current one is computed again and replaced, so retrainin
 other settings never leaves results of the old one in a table. A row without a digest (written
 by a caller that passes none) is reused by such callers only; where a digest is known, a row
 that cannot show it is computed again.
+
+Two experiments may share cells (notebook 09's CIFAR-10C-imb table and notebook 11's grid run the
+same NoAdapt and BNAdapt streams). ``run_grid(..., reuse=[other.csv])`` copies such a row instead of
+computing it, but only when its digest is known and equals the stored one: a row is never borrowed
+on its key alone.
 """
 
 from __future__ import annotations
@@ -132,6 +137,28 @@ def _states(cells: list[Cell], path: Path, digests: dict[str, str]) -> list[str]
             "stale" if c.key in digests and stored[c.key] != digests[c.key] else "current" for c in cells]
 
 
+def _borrow(todo: list[Cell], digests: dict[str, str], reuse: Sequence[Path], *, path: Path,
+            experiment: str) -> list[Cell]:
+    """Copy into ``path`` the rows of ``reuse`` that match a cell of ``todo`` by key and by a
+    known, equal digest; return the cells still to compute."""
+    for other in reuse:
+        if not todo:
+            break
+        if Path(other).resolve() == Path(path).resolve():
+            continue
+        stored = read_results(Path(other))
+        rows = {k: r for k, r in zip(stored["key"].astype(str), stored.to_dict("records"))}
+        left = []
+        for cell in todo:
+            row = rows.get(cell.key)
+            if row is None or not digests.get(cell.key) or str(row["inputs"]) != digests[cell.key]:
+                left.append(cell)
+                continue
+            _append_row({**row, "experiment": experiment}, path)
+        todo = left
+    return todo
+
+
 def grid_status(cells: Iterable[Cell], *, path: Path, inputs: Callable[[Cell], str] | None = None) -> pd.DataFrame:
     """How far a grid is, without running it: per (method, refiner), how many of its cells are
     stored and current, stored but stale (:func:`run_grid` recomputes them) and missing."""
@@ -155,14 +182,17 @@ def run_grid(
     experiment: str,
     progress: bool = True,
     inputs: Callable[[Cell], str] | None = None,
+    reuse: Sequence[Path] = (),
 ) -> pd.DataFrame:
     """Evaluate every cell not yet in ``path``; ``evaluate(cell)`` returns at least ``n`` and
     ``accuracy`` (%). ``inputs(cell)``: a digest of the trained inputs the cell uses; a stored row
-    with another digest is recomputed (see the module docstring). Returns the results of all
-    requested cells."""
+    with another digest is recomputed (see the module docstring). ``reuse``: other results files
+    whose rows of the same cell, stored with the same known digest, are copied (under this
+    ``experiment``) instead of computed. Returns the results of all requested cells."""
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     todo = [c for c, state in zip(cells, _states(cells, path, digests)) if state != "current"]
+    todo = _borrow(todo, digests, reuse, path=path, experiment=experiment)
     bar = tqdm(todo, desc=experiment, unit="cell", disable=not progress)
     for cell in bar:
         bar.set_postfix_str(cell.label())

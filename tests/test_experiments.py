@@ -133,3 +133,26 @@ def test_grid_status_counts_current_stale_and_missing_cells_without_running(tmp_
     assert status.loc[("bnadapt", "dart")].tolist() == [0, 2, 4, 6]
     assert list(status.columns) == ["current", "stale", "missing", "cells"]
     assert len(read_results(path)) == 8  # nothing ran
+
+
+def test_reuse_copies_rows_of_the_same_cell_and_digest_from_another_grid_only(tmp_path):
+    other, path = tmp_path / "other.csv", tmp_path / "grid.csv"
+    cells = grid(dataset=["d"], shift=["online-imb"], shift_param=[1.0, 5.0, 20.0], corruption=["fog"], severity=[5],
+                 method=["bnadapt"], refiner=["dart"], params=["subset=10"])
+    digest = {1.0: "g1", 5.0: "g1", 20.0: "g2"}
+    run_grid([cells[0], cells[2]], lambda c: {"n": 10, "accuracy": 40.0 + c.shift_param}, path=other,
+             experiment="online", progress=False, inputs=lambda c: "g1")
+    calls = []
+    done = run_grid(cells, lambda c: calls.append(c.shift_param) or {"n": 10, "accuracy": 70.0}, path=path,
+                    experiment="imb", progress=False, inputs=lambda c: digest[c.shift_param], reuse=[other])
+    assert calls == [5.0, 20.0]  # 5: not in the other grid; 20: stored there with another digest
+    assert done.set_index("shift_param").accuracy.to_dict() == {1.0: 41.0, 5.0: 70.0, 20.0: 70.0}
+    assert set(done.experiment) == {"imb"} and len(read_results(other)) == 2
+    again = run_grid(cells, lambda c: pytest.fail("recomputed"), path=path, experiment="imb", progress=False,
+                     inputs=lambda c: digest[c.shift_param], reuse=[other])
+    assert again.accuracy.tolist() == done.accuracy.tolist()
+    # without a known digest nothing is borrowed
+    bare = tmp_path / "bare.csv"
+    run_grid(cells[:1], lambda c: calls.append("bare") or {"n": 10, "accuracy": 1.0}, path=bare, experiment="imb",
+             progress=False, reuse=[other])
+    assert calls[-1] == "bare"

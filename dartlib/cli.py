@@ -239,6 +239,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
 
     from dartlib.dart import DartConfig
     from dartlib.data import load
+    from dartlib.data.corruptions import HOLDOUT_CORRUPTIONS
     from dartlib.paths import results_dir
     from dartlib.profiles import load_profile
     from dartlib.training import load_checkpoint, train_source
@@ -246,6 +247,10 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    corruptions = [c for c in (args.holdout_corruptions or "").split(",") if c]
+    unknown = [c for c in corruptions if c not in HOLDOUT_CORRUPTIONS]
+    if unknown:
+        raise SystemExit(f"unknown held-out corruption(s) {', '.join(unknown)}; valid: {', '.join(HOLDOUT_CORRUPTIONS)}")
     p = load_profile(args.profile)
     checkpoint = train_source(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"],
                               seed=p["seed"], progress=False)
@@ -255,14 +260,17 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(p["source_dataset"], split="train"),
                                    config=config, alphas=[float(a) for a in args.alphas.split(",")],
                                    heldout_per_class=args.heldout, batch_size=p["test_batch_size"],
-                                   max_loss=args.max_loss)
-    path = results_dir(args.profile) / "alpha_validation.csv"
+                                   max_loss=args.max_loss, holdout_corruptions=corruptions, severity=p["severity"])
+    name = "alpha_validation_corrupted.csv" if corruptions else "alpha_validation.csv"
+    path = results_dir(args.profile) / name
     frame.to_csv(path, index=False, float_format="%.4f")
+    where = f", clean and under {', '.join(corruptions)} at severity {p['severity']}" if corruptions else ""
     print(f"{args.profile}: {meta['arch']} on {p['source_dataset']}; g_phi of {args.epochs} epochs on the training set "
-          f"less {args.heldout} images per class, scored on those (no test data)")
+          f"less {args.heldout} images per class, scored on those{where} (no test data)")
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    print(f"chosen alpha: {chosen:g} (the paper's {config.alpha:g} unless it loses more than {args.max_loss:g} points "
-          f"on the held-out i.i.d. stream); table in {path}")
+    stream = "mean over the corrupted held-out i.i.d. streams" if corruptions else "the held-out i.i.d. stream"
+    print(f"chosen alpha: {chosen:g} (the profile's {config.alpha:g} unless it loses more than {args.max_loss:g} points "
+          f"on {stream}); table in {path}")
     return 0
 
 
@@ -344,6 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     valid.add_argument("--epochs", type=int, default=2, help="intermediate epochs of each candidate's g_phi")
     valid.add_argument("--heldout", type=int, default=500, help="training images per class held out")
     valid.add_argument("--max-loss", type=float, default=0.5, help="accuracy points DART may lose on held-out i.i.d.")
+    valid.add_argument("--holdout-corruptions",
+                       help="comma-separated held-out corruptions (speckle_noise, gaussian_blur, saturate) applied to the "
+                            "held-out images at the profile's severity; the rule then reads their mean i.i.d. loss")
     valid.add_argument("--threads", type=int, help="torch CPU threads for this process")
     valid.set_defaults(func=_cmd_validate_alpha)
 

@@ -257,7 +257,7 @@ def test_impulse_noise_fraction() -> None:
 
 def test_unknown_corruption_lists_valid_names(images: np.ndarray) -> None:
     with pytest.raises(ValueError) as info:
-        corrupt(images, corruption="speckle_noise", severity=1, seed=0)
+        corrupt(images, corruption="spatter", severity=1, seed=0)
     assert all(name in str(info.value) for name in PAPER_ORDER)
 
 
@@ -282,3 +282,48 @@ def test_frost_without_package_names_it(monkeypatch: pytest.MonkeyPatch, images:
             corrupt(images, corruption="frost", severity=1, seed=0)
     finally:
         corr._frost_layers.cache_clear()
+
+
+# ----------------------------------------------------------------------------- held-out extras
+
+
+def test_holdout_corruptions_are_outside_the_test_set_and_reproducible(images) -> None:
+    from dartlib.data.corruptions import HOLDOUT_CORRUPTIONS
+
+    assert set(HOLDOUT_CORRUPTIONS) == {"speckle_noise", "gaussian_blur", "saturate"}
+    assert not set(HOLDOUT_CORRUPTIONS) & set(CORRUPTIONS)
+    for name in HOLDOUT_CORRUPTIONS:
+        out = corrupt(images, corruption=name, severity=5, seed=3)
+        assert out.dtype == np.uint8 and out.shape == images.shape
+        assert np.array_equal(out, corrupt(images, corruption=name, severity=5, seed=3))
+        assert mean_change(out, images) > 1.0
+    with pytest.raises(ValueError, match="saturate"):
+        corrupt(images, corruption="spatter", severity=5, seed=0)
+
+
+def test_speckle_noise_scales_with_intensity_and_severity(images) -> None:
+    black = np.zeros((4, 32, 32, 3), np.uint8)
+    assert np.array_equal(corrupt(black, corruption="speckle_noise", severity=5, seed=0), black)  # x * noise = 0
+    weak = mean_change(corrupt(images, corruption="speckle_noise", severity=1, seed=0), images)
+    strong = mean_change(corrupt(images, corruption="speckle_noise", severity=5, seed=0), images)
+    assert strong > 2 * weak
+
+
+def test_gaussian_blur_keeps_flat_images_and_smooths_edges(images) -> None:
+    flat = np.full((2, 32, 32, 3), 200, np.uint8)
+    assert np.abs(corrupt(flat, corruption="gaussian_blur", severity=5, seed=0).astype(int) - 200).max() <= 1
+    step = np.zeros((1, 32, 32, 3), np.uint8)
+    step[:, :, 16:] = 255
+    jump = lambda x: np.abs(np.diff(x.astype(int), axis=2)).max()  # noqa: E731
+    assert jump(step) == 255
+    assert jump(corrupt(step, corruption="gaussian_blur", severity=1, seed=0)) < 255 * 0.95  # sigma 0.4
+    assert jump(corrupt(step, corruption="gaussian_blur", severity=5, seed=0)) < 255 * 0.45  # sigma 1
+
+
+def test_saturate_scales_the_hsv_saturation(images) -> None:
+    spread = lambda x: (x.max(-1).astype(int) - x.min(-1)).mean()  # noqa: E731  (max - min = V * S, 0..255)
+    grey = corrupt(images, corruption="saturate", severity=2, seed=0)  # S * 0.1
+    vivid = corrupt(images, corruption="saturate", severity=5, seed=0)  # S * 2.5 + 0.2
+    assert spread(grey) < 0.15 * spread(images) + 1
+    assert spread(vivid) > 1.5 * spread(images)
+    assert np.array_equal(grey.max(-1), images.max(-1)) or np.abs(grey.max(-1).astype(int) - images.max(-1)).max() <= 1

@@ -41,3 +41,28 @@ def test_an_identity_refiner_scores_as_bnadapt_on_held_out_streams():
     for row in rows:
         assert row["dart"] == row["bnadapt"]
         assert row["w_minus_i"] == pytest.approx(0.0) and row["b_norm"] == pytest.approx(0.0)
+
+
+def test_with_corrupted_streams_the_rule_reads_their_mean_loss_not_the_clean_one():
+    rows = []
+    for alpha, clean, corrupted in ((0.1, 0.2, (1.5, 0.9)), (1.0, 0.1, (0.7, 0.2)), (10.0, 0.0, (0.1, 0.1))):
+        rows.append({"alpha": alpha, "corruption": "clean", "rho": 1.0, "bnadapt": 80.0, "dart": 80.0 - clean})
+        for name, loss in zip(("speckle_noise", "saturate"), corrupted):
+            rows.append({"alpha": alpha, "corruption": name, "rho": 1.0, "bnadapt": 60.0, "dart": 60.0 - loss})
+        rows.append({"alpha": alpha, "corruption": "saturate", "rho": 100.0, "bnadapt": 50.0, "dart": 0.0})  # ignored
+    frame = pd.DataFrame(rows)
+    assert choose_alpha(frame[frame.corruption == "clean"], paper_alpha=0.1) == 0.1
+    assert choose_alpha(frame, paper_alpha=0.1) == 1.0  # mean corrupted loss 1.2, 0.45, 0.1
+
+
+def test_corrupted_heldout_keeps_labels_and_changes_images():
+    from dartlib.validation import corrupted_heldout
+
+    rng = np.random.default_rng(0)
+    held = Dataset("fixture", "train-heldout", rng.integers(0, 256, (20, 32, 32, 3), dtype=np.uint8),
+                   np.repeat(np.arange(2), 10), ("a", "b"))
+    out = corrupted_heldout(held, corruption="speckle_noise", severity=5, seed=0)
+    assert np.array_equal(out.labels, held.labels) and out.images.shape == held.images.shape
+    assert not np.array_equal(out.images, held.images) and out.split == "train-heldout-speckle_noise"
+    with pytest.raises(ValueError, match="gaussian_blur"):
+        corrupted_heldout(held, corruption="gaussian_noise_typo", severity=5, seed=0)

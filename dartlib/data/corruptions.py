@@ -78,6 +78,11 @@ CORRUPTIONS: tuple[str, ...] = (
     "jpeg_compression",
 )
 
+# The release's extra corruptions, meant for choosing hyperparameters without touching the 15 test
+# corruptions (Hendrycks & Dietterich, 2019). Never part of a test set here; the fourth extra one,
+# spatter, is not implemented.
+HOLDOUT_CORRUPTIONS: tuple[str, ...] = ("speckle_noise", "gaussian_blur", "saturate")
+
 SIZE = 32
 SEVERITIES = (1, 2, 3, 4, 5)
 CHUNK = 128  # images per internal batch: keeps temporaries cache-sized; fixed, so outputs stay reproducible
@@ -107,6 +112,9 @@ ELASTIC_TRANSFORM = tuple(
 )
 PIXELATE = (0.95, 0.9, 0.85, 0.75, 0.65)
 JPEG_QUALITY = (80, 65, 58, 50, 40)
+SPECKLE_NOISE = (0.06, 0.1, 0.12, 0.16, 0.2)
+GAUSSIAN_BLUR = (0.4, 0.6, 0.7, 0.8, 1.0)
+SATURATE = ((0.3, 0.0), (0.1, 0.0), (1.5, 0.0), (2.0, 0.1), (2.5, 0.2))
 
 FROST_FILES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")
 FROST_PACKAGE = "imagecorruptions-imaug"
@@ -632,6 +640,28 @@ def _jpeg_compression(images: np.ndarray, severity: int, rng: np.random.Generato
     return out
 
 
+# ----------------------------------------------------------------------------- held-out extras
+
+
+def _speckle_noise(images: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
+    """x + x * N(0, c^2) per value (spec: extra speckle_noise)."""
+    x = images / 255.0
+    return _to_uint8(x + x * rng.normal(scale=SPECKLE_NOISE[severity - 1], size=x.shape))
+
+
+def _gaussian_blur(images: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
+    """Per-channel Gaussian blur of standard deviation c (spec: extra gaussian_blur)."""
+    return _to_uint8(_gaussian_hw(images / 255.0, GAUSSIAN_BLUR[severity - 1]))
+
+
+def _saturate(images: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
+    """S := clip(S * c0 + c1, 0, 1) in HSV (spec: extra saturate)."""
+    scale, shift = SATURATE[severity - 1]
+    hsv = _rgb_to_hsv(images / 255.0)
+    hsv[..., 1] = np.clip(hsv[..., 1] * scale + shift, 0, 1)
+    return _to_uint8(_hsv_to_rgb(hsv))
+
+
 # ----------------------------------------------------------------------------- entry point
 
 _IMPLEMENTATIONS: dict[str, Corruption] = {
@@ -650,7 +680,11 @@ _IMPLEMENTATIONS: dict[str, Corruption] = {
     "elastic_transform": _elastic_transform,
     "pixelate": _pixelate,
     "jpeg_compression": _jpeg_compression,
+    "speckle_noise": _speckle_noise,
+    "gaussian_blur": _gaussian_blur,
+    "saturate": _saturate,
 }
+_RNG_INDEX = {name: i for i, name in enumerate(CORRUPTIONS + HOLDOUT_CORRUPTIONS)}
 
 
 def _check_images(images: np.ndarray) -> np.ndarray:
@@ -666,23 +700,24 @@ def corrupt(images: np.ndarray, *, corruption: str, severity: int, seed: int) ->
 
     Args:
         images: uint8 RGB images, shape (N, 32, 32, 3).
-        corruption: one of :data:`CORRUPTIONS`.
+        corruption: one of :data:`CORRUPTIONS`, or of the held-out :data:`HOLDOUT_CORRUPTIONS`.
         severity: 1..5.
         seed: non-negative int. The Generator is
-            ``np.random.default_rng([seed, CORRUPTIONS.index(corruption), severity])``.
+            ``np.random.default_rng([seed, i, severity])``, ``i`` the corruption's position in
+            ``CORRUPTIONS + HOLDOUT_CORRUPTIONS``.
 
     Returns:
         uint8 array of the same shape. The same inputs give bit-identical outputs.
     """
     if corruption not in _IMPLEMENTATIONS:
-        raise ValueError(f"unknown corruption {corruption!r}; valid names: {', '.join(CORRUPTIONS)}")
+        raise ValueError(f"unknown corruption {corruption!r}; valid names: {', '.join(CORRUPTIONS + HOLDOUT_CORRUPTIONS)}")
     is_int = isinstance(severity, (int, np.integer)) and not isinstance(severity, bool)
     if not is_int or severity not in SEVERITIES:
         raise ValueError(f"severity must be an integer in 1..5, got {severity!r}")
     images = _check_images(images)
     if len(images) == 0:
         return images.copy()
-    rng = np.random.default_rng([seed, CORRUPTIONS.index(corruption), int(severity)])
+    rng = np.random.default_rng([seed, _RNG_INDEX[corruption], int(severity)])
     impl = _IMPLEMENTATIONS[corruption]
     out = np.empty_like(images)
     for start in range(0, len(images), CHUNK):

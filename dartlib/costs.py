@@ -60,18 +60,20 @@ def cost_table(model: nn.Module, refiner: Refiner, images: np.ndarray, *, batch_
     forward GMACs per image (multiply-accumulates of the networks' forward passes: the paper's
     "FLOPs", 0.86 G for ResNet-26), executed GMACs per image (torch's FLOP count / 2, backward and
     optimiser included), and the best of ``repeats`` wall-clock times (s) over the
-    stream ``images`` (each repeat from a fresh adapter)."""
+    stream ``images`` (each repeat from a fresh adapter). The repeats go round the methods in
+    turn, so a slow spell of a shared machine falls on every method alike, not on one."""
     xs = [to_tensor(images[idx]) for idx in batches(np.arange(len(images)), batch_size=batch_size)]
     probe = xs[0].to(device)
+
+    def fresh(method: str, ref: str) -> tta.Adapter:
+        refiner_now = refiner.to(device) if ref == "dart" else None
+        if refiner_now is not None:
+            refiner_now.reset()
+        return tta.make(method, copy.deepcopy(model).to(device), refiner=refiner_now)
+
     rows = []
     for method, ref in COST_METHODS:
-        def fresh() -> tta.Adapter:
-            refiner_now = refiner.to(device) if ref == "dart" else None
-            if refiner_now is not None:
-                refiner_now.reset()
-            return tta.make(method, copy.deepcopy(model).to(device), refiner=refiner_now)
-
-        adapter = fresh()
+        adapter = fresh(method, ref)
         modules = held_modules(adapter)
         forward = 0
         for network in networks(adapter):
@@ -79,17 +81,17 @@ def cost_table(model: nn.Module, refiner: Refiner, images: np.ndarray, *, batch_
             with counter, torch.no_grad():
                 network(probe)
             forward += counter.get_total_flops()
-        executed = executed_flops(fresh(), probe)
-        best = float("inf")
-        for _ in range(repeats):
-            adapter = fresh()
-            start = time.perf_counter()
-            for x in xs:
-                adapter(x.to(device)).argmax(1).cpu()
-            best = min(best, time.perf_counter() - start)
+        executed = executed_flops(fresh(method, ref), probe)
         rows.append({"method": method, "refiner": ref, "params_m": _count(modules) / 1e6,
                      "trainable_params_m": _count([adapter.model], trainable=True) / 1e6 if method == "tent" else 0.0,
                      "gmac_forward_per_image": forward / 2 / len(probe) / 1e9,
                      "gmac_executed_per_image": executed / 2 / len(probe) / 1e9,
-                     "wall_clock_s": best, "images": len(images), "device": str(device)})
+                     "wall_clock_s": float("inf"), "images": len(images), "device": str(device)})
+    for _ in range(repeats):
+        for row in rows:
+            adapter = fresh(row["method"], row["refiner"])
+            start = time.perf_counter()
+            for x in xs:
+                adapter(x.to(device)).argmax(1).cpu()
+            row["wall_clock_s"] = min(row["wall_clock_s"], time.perf_counter() - start)
     return pd.DataFrame(rows)

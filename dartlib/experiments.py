@@ -188,7 +188,8 @@ def run_grid(
     ``accuracy`` (%). ``inputs(cell)``: a digest of the trained inputs the cell uses; a stored row
     with another digest is recomputed (see the module docstring). ``reuse``: other results files
     whose rows of the same cell, stored with the same known digest, are copied (under this
-    ``experiment``) instead of computed. Returns the results of all requested cells."""
+    ``experiment``) instead of computed. Returns the results of all requested cells, in the order
+    requested (not the order they were computed or borrowed in)."""
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     todo = [c for c, state in zip(cells, _states(cells, path, digests)) if state != "current"]
@@ -202,5 +203,7 @@ def run_grid(
                "key": cell.key, "inputs": digests.get(cell.key, "")}
         _append_row(row, path)
     done = read_results(path)  # as stored, so a fresh run and a resumed one return the same values
-    keys = {c.key for c in cells}
-    return done[done["key"].astype(str).isin(keys)].reset_index(drop=True)
+    position = {c.key: i for i, c in enumerate(cells)}
+    done = done[done["key"].astype(str).isin(position)]
+    order = done["key"].astype(str).map(position)
+    return done.iloc[order.argsort(kind="stable").to_numpy()].reset_index(drop=True)

@@ -156,3 +156,14 @@ def test_reuse_copies_rows_of_the_same_cell_and_digest_from_another_grid_only(tm
     run_grid(cells[:1], lambda c: calls.append("bare") or {"n": 10, "accuracy": 1.0}, path=bare, experiment="imb",
              progress=False, reuse=[other])
     assert calls[-1] == "bare"
+
+
+def test_results_come_back_in_the_requested_order_however_they_were_computed(tmp_path):
+    path = tmp_path / "grid.csv"
+    cells = grid(dataset=["d"], shift=["online-imb"], shift_param=[1.0, 5.0, 20.0, 5000.0], corruption=["fog"],
+                 severity=[5], method=["bnadapt"])
+    run_grid(cells[2:], lambda c: {"n": 1, "accuracy": c.shift_param}, path=path, experiment="x", progress=False)
+    done = run_grid(cells, lambda c: {"n": 1, "accuracy": c.shift_param}, path=path, experiment="x", progress=False)
+    assert read_results(path).shift_param.tolist() == [20.0, 5000.0, 1.0, 5.0]  # stored as computed
+    assert done.shift_param.tolist() == [1.0, 5.0, 20.0, 5000.0]
+    assert done.accuracy.tolist() == [1.0, 5.0, 20.0, 5000.0]

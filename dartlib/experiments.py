@@ -116,14 +116,21 @@ def shard(cells: Sequence[Cell], spec: str) -> list[Cell]:
 
 
 def _append_row(row: dict, path: Path) -> None:
-    """Add one finished cell to ``path`` under an exclusive lock, re-reading the file first so that
-    rows written meanwhile by other processes are kept; an older row of the same cell is replaced."""
+    """Add one finished cell to ``path`` (see :func:`_append_rows`)."""
+    _append_rows([row], path)
+
+
+def _append_rows(rows: list[dict], path: Path) -> None:
+    """Add finished cells to ``path`` under an exclusive lock, re-reading the file first so that
+    rows written meanwhile by other processes are kept; older rows of the same cells are replaced."""
+    if not rows:
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(f".{path.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = read_results(path)
-        done = done[done["key"].astype(str) != row["key"]]
-        new = pd.DataFrame([row])[SCHEMA]
+        done = done[~done["key"].astype(str).isin({str(r["key"]) for r in rows})]
+        new = pd.DataFrame(rows)[SCHEMA]
         done = pd.concat([done, new], ignore_index=True) if len(done) else new
         _write_atomic(done, path)
 
@@ -148,13 +155,14 @@ def _borrow(todo: list[Cell], digests: dict[str, str], reuse: Sequence[Path], *,
             continue
         stored = read_results(Path(other))
         rows = {k: r for k, r in zip(stored["key"].astype(str), stored.to_dict("records"))}
-        left = []
+        borrowed, left = [], []
         for cell in todo:
             row = rows.get(cell.key)
             if row is None or not digests.get(cell.key) or str(row["inputs"]) != digests[cell.key]:
                 left.append(cell)
-                continue
-            _append_row({**row, "experiment": experiment}, path)
+            else:
+                borrowed.append({**row, "experiment": experiment})
+        _append_rows(borrowed, path)  # one locked rewrite of the file, not one per row
         todo = left
     return todo
 

@@ -8,6 +8,8 @@ import sys
 from dartlib.profiles import DEFAULT_PROFILE, profile_names
 from dartlib.registry import UnknownNameError
 
+VALIDATION_EPOCHS = 2  # g_phi length of ``validate-alpha`` unless --epochs says otherwise
+
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dartlib.runner import format_summary, run_profile
@@ -234,6 +236,13 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     return 0
 
 
+def validation_filename(*, corrupted: bool, epochs: int) -> str:
+    """The results file of ``validate-alpha``: the default g_phi length keeps the original names
+    (alpha_validation.csv, alpha_validation_corrupted.csv); another length gets its own file."""
+    length = "" if epochs == VALIDATION_EPOCHS else f"_epochs{epochs}"
+    return f"alpha_validation{'_corrupted' if corrupted else ''}{length}.csv"
+
+
 def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     import torch
 
@@ -261,8 +270,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
                                    config=config, alphas=[float(a) for a in args.alphas.split(",")],
                                    heldout_per_class=args.heldout, batch_size=p["test_batch_size"],
                                    max_loss=args.max_loss, holdout_corruptions=corruptions, severity=p["severity"])
-    name = "alpha_validation_corrupted.csv" if corruptions else "alpha_validation.csv"
-    path = results_dir(args.profile) / name
+    path = results_dir(args.profile) / validation_filename(corrupted=bool(corruptions), epochs=args.epochs)
     frame.to_csv(path, index=False, float_format="%.4f")
     where = f", clean and under {', '.join(corruptions)} at severity {p['severity']}" if corruptions else ""
     print(f"{args.profile}: {meta['arch']} on {p['source_dataset']}; g_phi of {args.epochs} epochs on the training set "
@@ -349,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     valid = sub.add_parser("validate-alpha", help="choose alpha for a profile's backbone on held-out training data")
     valid.add_argument("--profile", default=DEFAULT_PROFILE)
     valid.add_argument("--alphas", default="0.1,1,10", help="comma-separated candidates (default 0.1,1,10)")
-    valid.add_argument("--epochs", type=int, default=2, help="intermediate epochs of each candidate's g_phi")
+    valid.add_argument("--epochs", type=int, default=VALIDATION_EPOCHS, help="intermediate epochs of each candidate's g_phi")
     valid.add_argument("--heldout", type=int, default=500, help="training images per class held out")
     valid.add_argument("--max-loss", type=float, default=0.5, help="accuracy points DART may lose on held-out i.i.d.")
     valid.add_argument("--holdout-corruptions",

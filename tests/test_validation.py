@@ -66,3 +66,12 @@ def test_corrupted_heldout_keeps_labels_and_changes_images():
     assert not np.array_equal(out.images, held.images) and out.split == "train-heldout-speckle_noise"
     with pytest.raises(ValueError, match="gaussian_blur"):
         corrupted_heldout(held, corruption="gaussian_noise_typo", severity=5, seed=0)
+
+
+def test_validation_file_names_keep_the_default_length_and_separate_others():
+    from dartlib.cli import VALIDATION_EPOCHS, validation_filename
+
+    assert validation_filename(corrupted=False, epochs=VALIDATION_EPOCHS) == "alpha_validation.csv"
+    assert validation_filename(corrupted=True, epochs=VALIDATION_EPOCHS) == "alpha_validation_corrupted.csv"
+    assert validation_filename(corrupted=True, epochs=10) == "alpha_validation_corrupted_epochs10.csv"
+    assert validation_filename(corrupted=False, epochs=10) != validation_filename(corrupted=True, epochs=10)

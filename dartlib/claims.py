@@ -18,14 +18,16 @@ import yaml
 from dartlib.experiments import read_results
 from dartlib.paper import PAPER_DIR, load_table
 from dartlib.paths import results_dir
+from dartlib.report import parse_params
 
 CLAIMS_FILE = PAPER_DIR / "claims.yaml"
 QUANTITIES = ("accuracy", "gain", "drop")
 REDUCED_PROFILES = ("smoke", "cpu")
 _OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
-# "> 0", ">= -0.5", "< drop(tent)", "< accuracy(bnadapt+dart)": a number, or a quantity of another
-# method (and refiner) on the same results
-_CONDITION = re.compile(r"^\s*(>=|<=|>|<)\s*(?:(-?\d+(?:\.\d+)?)|(accuracy|gain|drop)\((\w[\w-]*?)(?:\+(\w[\w-]*))?\))\s*$")
+# "> 0", ">= -0.5", "< drop(tent)", "< accuracy(bnadapt+dart)", "< accuracy(tent+dart)[alpha=0.1]": a
+# number, or a quantity of another method (and refiner, and settings) on the same results
+_CONDITION = re.compile(r"^\s*(>=|<=|>|<)\s*(?:(-?\d+(?:\.\d+)?)|(accuracy|gain|drop)\((\w[\w-]*?)(?:\+(\w[\w-]*))?\)"
+                        r"(?:\[([^\]]*)\])?)\s*$")
 
 
 def load_claims(path: Path = CLAIMS_FILE) -> list[dict]:
@@ -39,9 +41,31 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[dict]:
     return claims
 
 
-def _rows(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float) -> pd.DataFrame:
-    return frame[(frame["method"] == method) & (frame["refiner"] == refiner)
-                 & (frame["shift_param"].astype(float).sub(float(shift_param)).abs() < 1e-9)]
+def _same(a: str, b: str) -> bool:
+    try:
+        return abs(float(a) - float(b)) < 1e-9
+    except ValueError:
+        return a == b
+
+
+def _settings_match(row_params: str, wanted: dict[str, str], *, baseline: bool) -> bool:
+    """Whether a row's ``params`` carry every wanted setting; a baseline row (refiner "none") may
+    lack a setting it does not depend on (plain TENT has no alpha), but not contradict one."""
+    have = parse_params(row_params)
+    return all(_same(have[k], v) if k in have else baseline for k, v in wanted.items())
+
+
+def _rows(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float | None,
+          params: str | None = None) -> pd.DataFrame:
+    """Rows of (method, refiner) at ``shift_param`` (None: streams without a shift parameter, such
+    as balanced ones) whose settings match ``params`` (e.g. "alpha=0.1" or "test_batch=4")."""
+    values = frame["shift_param"].astype(float)
+    at = values.isna() if shift_param is None else values.sub(float(shift_param)).abs() < 1e-9
+    rows = frame[(frame["method"] == method) & (frame["refiner"] == refiner) & at]
+    if params:
+        wanted = parse_params(params)
+        rows = rows[[_settings_match(p, wanted, baseline=refiner == "none") for p in rows["params"]]]
+    return rows
 
 
 def _mean(rows: pd.DataFrame) -> float:
@@ -60,13 +84,13 @@ def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> 
     """The check's quantity on a results frame (already restricted to the claim's data). A gain
     or a drop is NaN unless its two sides cover the same corruptions."""
     method = method or check["method"]
-    refiner, rho = check["refiner"], check["shift_param"]
-    rows = _rows(frame, method=method, refiner=refiner, shift_param=rho)
+    refiner, rho, params = check["refiner"], check["shift_param"], check.get("params")
+    rows = _rows(frame, method=method, refiner=refiner, shift_param=rho, params=params)
     if check["quantity"] == "accuracy":
         return _mean(rows)
     if check["quantity"] == "gain":
-        return _difference(rows, _rows(frame, method=method, refiner="none", shift_param=rho))
-    return _difference(_rows(frame, method=method, refiner=refiner, shift_param=check["from"]), rows)
+        return _difference(rows, _rows(frame, method=method, refiner="none", shift_param=rho, params=params))
+    return _difference(_rows(frame, method=method, refiner=refiner, shift_param=check["from"], params=params), rows)
 
 
 def _restrict(frame: pd.DataFrame, claim: dict, *, dataset: str, paper: bool) -> pd.DataFrame:
@@ -95,8 +119,10 @@ def _describe(check: dict) -> str:
     what = f"{check['quantity']} {check['method']}"
     if check["quantity"] != "drop":
         what += f"+{check['refiner']}" if check["refiner"] != "none" else ""
-    where = f"rho {check['from']:g}->{check['shift_param']:g}" if check["quantity"] == "drop" else f"at {check['shift_param']:g}"
-    return f"{what} {where}"
+    rho = check["shift_param"]
+    where = f"rho {check['from']:g}->{rho:g}" if check["quantity"] == "drop" else ("" if rho is None else f"at {rho:g}")
+    settings = f" [{check['params']}]" if check.get("params") else ""
+    return " ".join(part for part in (what, where) if part) + settings
 
 
 def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list[dict] | None = None,
@@ -121,8 +147,9 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
             status, condition = "NOT RUN", str(check["reduced"])
             if not math.isnan(o):
                 if profile in REDUCED_PROFILES:
-                    op, number, other_q, other_m, other_r = _CONDITION.match(condition).groups()
-                    other = {**check, "quantity": other_q, **({"refiner": other_r} if other_r else {})}
+                    op, number, other_q, other_m, other_r, other_p = _CONDITION.match(condition).groups()
+                    other = {**check, "quantity": other_q, **({"refiner": other_r} if other_r else {}),
+                             **({"params": other_p} if other_p is not None else {})}
                     target = float(number) if number is not None else quantity(ours, other, method=other_m)
                     # a comparison with a quantity we have not computed is not run, not failed
                     if not math.isnan(target):
@@ -138,12 +165,13 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
 def render(table: pd.DataFrame, *, profile: str) -> str:
     """A plain-text report, one line per check, and a count per status."""
     lines = [f"claims on profile {profile} (reduced profiles test the direction and rough size, not the number)"]
+    width = max([34, *map(len, table["check"])])
     for claim_id, group in table.groupby("claim", sort=False):
         lines.append(f"{claim_id}:")
         for r in group.itertuples():
             fmt = "+.1f" if r.check.startswith(("gain", "drop")) else ".1f"
             ours = "—" if math.isnan(r.ours) else format(r.ours, fmt)
-            lines.append(f"  {r.status:<7} {r.check:<34} ours {ours:>6}  paper {format(r.paper, fmt)}  ({r.condition})")
+            lines.append(f"  {r.status:<7} {r.check:<{width}} ours {ours:>6}  paper {format(r.paper, fmt)}  ({r.condition})")
     counts = table["status"].value_counts()
     lines.append(", ".join(f"{s}: {int(counts.get(s, 0))}" for s in ("HOLDS", "FAILS", "NOT RUN")))
     return "\n".join(lines)

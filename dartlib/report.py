@@ -93,6 +93,8 @@ def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> st
         return table.reset_index().rename(columns={"level_0": "row", "level_1": "col"}).to_csv(index=False, float_format="%.2f")
     rows = list(dict.fromkeys(table.index.get_level_values(0)))
     cols = list(dict.fromkeys(table.index.get_level_values(1)))
+    # a cell with both values and no delta: ours averages over other corruptions (beside_paper)
+    other_set = table["delta"].isna() & table["ours"].notna() & table["paper"].notna()
     best = {c: table.xs(c, level=1)["ours"].max() for c in cols}
     lines = []
     if fmt == "markdown":
@@ -120,7 +122,7 @@ def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> st
             else:  # one seed has no spread to show
                 text = f"{ours}{pm}{_num(e['ours_std'])}" if e.get("ours_n", 2) > 1 else ours
             if not math.isnan(e["paper"]):
-                delta = _num(e["delta"], signed=True)
+                delta = "n/c" if other_set.loc[(r, c)] else _num(e["delta"], signed=True)
                 text += f" ({_num(e['paper'])}; {delta})" if fmt == "markdown" else f" ({_num(e['paper'])}; ${delta}$)"
             cells.append(text)
         if fmt == "markdown":
@@ -132,6 +134,8 @@ def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> st
     else:
         lines += ["", "Cells: ours mean ± std over seeds, or the value alone for one seed (paper's value; ours − paper); "
                       "best of ours per column in bold."]
+        if other_set.any():
+            lines.append("n/c: not compared, ours averages over fewer corruptions than the paper's mean over all 15.")
     return "\n".join(lines) + "\n"
 
 
@@ -154,15 +158,15 @@ def beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, profile: 
     (corruptions), beside ``paper`` (:func:`compare`), written by :func:`write_tables`.
 
     ``paper_covers``: the corruptions the paper's values average over (its tables print the mean
-    over all 15 of CIFAR-10-C). A cell of ours that averages over a different set keeps its value
-    but gets no paper value and no delta, since the two means are not of the same thing (a row run
-    on a subset of corruptions, or a grid still running)."""
+    over all 15 of CIFAR-10-C). A cell of ours that averages over a different set is shown beside
+    the paper's value but gets no delta (rendered "n/c"), since the two means are not of the same
+    thing (a row run on a subset of corruptions, or a grid still running)."""
     per_seed = results.groupby(["method", "refiner", columns, "seed"], as_index=False, sort=False)["accuracy"].mean()
     table = compare(per_seed, paper, columns=columns, row_order=row_order)
     if paper_covers is not None and paper is not None:
         for key in _covering_other_sets(results, columns=columns, covers=paper_covers):
             if key in table.index:
-                table.loc[key, ["paper", "paper_std", "delta"]] = np.nan
+                table.loc[key, "delta"] = np.nan
     write_tables(table, profile=profile, name=name, title=title)
     return table
 

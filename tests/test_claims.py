@@ -128,3 +128,38 @@ def test_each_check_reads_the_first_results_file_that_has_its_rows(tmp_path):
     assert got.loc["accuracy bnadapt+dart at 1"].ours == pytest.approx(50.0)  # notebook 09's rows
     assert got.loc["accuracy bnadapt+dart at 5000"].ours == pytest.approx(45.0)  # notebook 11's rows
     assert got.loc["accuracy bnadapt+dart at 5000"].status == "FAILS"
+
+
+def test_checks_at_settings_read_exact_values_and_baselines_without_the_setting(tmp_path):
+    # the alpha table: plain TENT has no alpha; "alpha=0" must not read the alpha=0.01 rows
+    rows = [{"method": "tent", "refiner": r, "shift_param": 1, "params": p, "accuracy": acc, "dataset": "cifar10c"}
+            for r, p, acc in (("none", "", 80.0), ("dart", "alpha=0", 76.0), ("dart", "alpha=0.01", 90.0),
+                              ("dart", "alpha=0.1", 79.0))]
+    rows += [{**r, "shift_param": 100, "accuracy": r["accuracy"] - (20.0 if r["refiner"] == "none" else 5.0)}
+             for r in rows]
+    _results(rows).to_csv(tmp_path / "sensitivity_tent.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="cifar10c", folder=tmp_path)
+    row = table[table.claim == "alpha-regularisation-protects-balanced-batches"].iloc[0]
+    assert row.check == "accuracy tent+dart at 1 [alpha=0]" and row.ours == 76.0 and row.paper == 84.4
+    assert row.status == "HOLDS"  # 76 < 79 (alpha 0.1), whatever alpha 0.01 reads
+    robust = table[table.claim == "dart-robust-to-alpha"].set_index("check")
+    assert robust.loc["accuracy tent+dart at 100 [alpha=0.01]"].ours == 85.0
+    assert robust.loc["accuracy tent+dart at 100 [alpha=0.01]"].status == "HOLDS"  # 85 > plain TENT's 60
+    assert robust.loc["accuracy tent+dart at 100 [alpha=1]"].status == "NOT RUN"
+    assert robust.loc["accuracy bnadapt+dart at 100 [alpha=1]"].status == "NOT RUN"
+
+
+def test_checks_on_balanced_streams_compare_like_settings(tmp_path):
+    # the test-batch table: no shift parameter; a gain compares rows of the same test batch only
+    rows = [{"method": m, "refiner": r, "shift": "none", "shift_param": "", "params": f"test_batch={b}",
+             "accuracy": acc, "dataset": "cifar10c"}
+            for m, r, b, acc in (("bnadapt", "none", 4, 60.0), ("bnadapt", "dart", 4, 58.0), ("bnadapt", "none", 8, 66.0),
+                                 ("bnadapt", "dart", 8, 69.0), ("bnadapt", "none", 200, 71.0), ("tent", "none", 4, 20.0),
+                                 ("tent", "dart", 4, 45.0), ("tent", "none", 64, 99.0))]
+    _results(rows).to_csv(tmp_path / "sensitivity_batch.csv", index=False)
+    table = claims.evaluate("cpu", corrupted_dataset="cifar10c", folder=tmp_path)
+    got = table[table.claim == "dart-helps-small-test-batches"]
+    assert got.check.tolist()[:2] == ["accuracy bnadapt [test_batch=8]", "gain bnadapt+dart [test_batch=4]"]
+    assert got.ours.tolist() == pytest.approx([66.0, -2.0, 3.0, 25.0])
+    assert got.status.tolist() == ["HOLDS", "FAILS", "HOLDS", "HOLDS"]  # 66 < 71 at batch 200
+    assert got.paper.tolist() == pytest.approx([76.7, 2.8, 3.7, 31.6])

@@ -87,7 +87,7 @@ def test_beside_paper_averages_per_seed_and_writes(tmp_path, monkeypatch):
     assert (tmp_path / "smoke" / "tables" / "t.md").is_file()
 
 
-def test_beside_paper_drops_the_paper_value_where_our_mean_covers_other_corruptions(tmp_path, monkeypatch):
+def test_beside_paper_drops_the_delta_where_our_mean_covers_other_corruptions(tmp_path, monkeypatch):
     import pandas as pd
 
     from dartlib import report
@@ -99,9 +99,12 @@ def test_beside_paper_drops_the_paper_value_where_our_mean_covers_other_corrupti
                           "accuracy": [81.0, 66.0], "std": [0.5, 0.5]})
     full = report.beside_paper(rows, paper, profile="cpu", name="t", title="t", paper_covers=["a", "b", "c"])
     assert full.loc[("BNAdapt", "1"), "delta"] == -1.0
-    assert np.isnan(full.loc[("TENT", "1"), "paper"]) and np.isnan(full.loc[("TENT", "1"), "delta"])
+    assert full.loc[("TENT", "1"), "paper"] == 66.0 and np.isnan(full.loc[("TENT", "1"), "delta"])
     assert full.loc[("TENT", "1"), "ours"] == 65.0
-    assert "(66.0" not in (tmp_path / "cpu" / "tables" / "t.md").read_text()
+    text = (tmp_path / "cpu" / "tables" / "t.md").read_text()
+    assert "| TENT | 65.0 (66.0; n/c) |" in text and "-1.0" not in text.split("| TENT |")[1]
+    assert "| BNAdapt | **80.0** (81.0; -1.0) |" in text and "n/c: not compared" in text
+    assert "n/c" not in report.render(report.compare(rows[rows.method == "bnadapt"], paper), fmt="markdown")
     unchecked = report.beside_paper(rows, paper, profile="cpu", name="t", title="t")
     assert unchecked.loc[("TENT", "1"), "delta"] == -1.0
 

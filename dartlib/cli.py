@@ -264,8 +264,10 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     checkpoint = train_source(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"],
                               seed=p["seed"], progress=False)
     model, meta = load_checkpoint(checkpoint)
-    config = DartConfig(alpha=p["dart_alpha"], delta=p["dir_delta"], n_dir=p["dart_n_dir"], batch_size=p["int_batch_size"],
-                        hidden=p["dart_hidden"], epochs=args.epochs, per_class=p["dart_per_class"] or None, seed=p["seed"])
+    # the rule keeps the paper's alpha unless it costs too much (dartlib.validation), not the profile's current one
+    config = DartConfig(alpha=load_profile("paper")["dart_alpha"], delta=p["dir_delta"], n_dir=p["dart_n_dir"],
+                        batch_size=p["int_batch_size"], hidden=p["dart_hidden"], epochs=args.epochs,
+                        per_class=p["dart_per_class"] or None, seed=p["seed"])
     frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(p["source_dataset"], split="train"),
                                    config=config, alphas=[float(a) for a in args.alphas.split(",")],
                                    heldout_per_class=args.heldout, batch_size=p["test_batch_size"],
@@ -277,7 +279,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
           f"less {args.heldout} images per class, scored on those{where} (no test data)")
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     stream = "mean over the corrupted held-out i.i.d. streams" if corruptions else "the held-out i.i.d. stream"
-    print(f"chosen alpha: {chosen:g} (the profile's {config.alpha:g} unless it loses more than {args.max_loss:g} points "
+    print(f"chosen alpha: {chosen:g} (the paper's {config.alpha:g} unless it loses more than {args.max_loss:g} points "
           f"on {stream}); table in {path}")
     return 0
 

@@ -29,6 +29,7 @@ from dartlib.devices import default_device
 from dartlib.data.protocols import batches
 from dartlib.experiments import Cell, grid
 from dartlib.models import frozen_bn_adapted
+from dartlib.report import parse_params
 from dartlib.training import to_tensor
 
 # The paper's row order (Table 1); NOTE, DELTA and ODS are their TENT combinations (Appendix A).
@@ -168,7 +169,7 @@ def _corrupted(dataset: str, corruption: str, severity: int, image_size: int = 0
 
 def cell_options(cell: Cell) -> dict[str, str]:
     """``key=value`` items of a cell's ``params`` (e.g. ``limit=1000,test_batch=16,alpha=0.1``)."""
-    return dict(item.split("=", 1) for item in cell.params.split(",") if item)
+    return parse_params(cell.params)
 
 
 @lru_cache(maxsize=1)

@@ -54,6 +54,23 @@ def test_papermill_sees_every_name_of_every_parameters_cell():
         assert assigned == set(runner.notebook_parameters(path)), path.name
 
 
+def test_every_results_grid_states_the_trained_inputs_of_its_cells():
+    """A ``run_grid`` call without ``inputs=`` keeps rows of a since-retrained g_phi (or IABN
+    model) as current; every grid in the notebooks and the library must pass the digest."""
+    from dartlib.paths import REPO_ROOT
+
+    sources = {p.name: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells if c.cell_type == "code")
+               for p in runner.notebook_paths()}
+    sources.update({p.name: p.read_text() for p in (REPO_ROOT / "dartlib").rglob("*.py")})
+    calls = []
+    for name, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run_grid":
+                calls.append((name, node.lineno, {k.arg for k in node.keywords}))
+    assert len(calls) >= 8, calls
+    assert not [(n, line) for n, line, keywords in calls if "inputs" not in keywords]
+
+
 def test_every_profile_defines_every_notebook_parameter():
     wanted = set().union(*(runner.notebook_parameters(p) for p in runner.notebook_paths()))
     for name in profile_names():

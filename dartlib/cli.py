@@ -231,8 +231,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         print(f"current {table.current.sum()} of {table.cells.sum()} cells; to compute: {table.stale.sum()} stale, "
               f"{table.missing.sum()} missing")
         return 0
-    # notebooks 09 and 11 share the NoAdapt / BNAdapt(+DART) online-imbalance streams, as in the notebooks
-    reuse = [results_dir(args.profile) / "more_settings.csv"] if args.experiment == "online_imbalance" else []
+    shared = online.SHARED_RESULTS if args.experiment == "online_imbalance" else ()
+    reuse = [results_dir(args.profile) / name for name in shared]
     run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=path, experiment=args.experiment,
              inputs=context.inputs, reuse=reuse)
     return 0

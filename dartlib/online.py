@@ -13,6 +13,10 @@ from dartlib.dart import DartConfig
 from dartlib.experiments import Cell, grid
 from dartlib.table1 import Table1Context
 
+# Results files (beside this grid's) whose rows of the same cells, with the same input digests, are
+# borrowed rather than computed: notebook 09's CIFAR-10C-imb table runs the same NoAdapt and BNAdapt(+DART) streams.
+SHARED_RESULTS = ("more_settings.csv",)
+
 ROW_ORDER = ["NoAdapt", "BNAdapt", "BNAdapt+DART", "BNAdapt+DART-split", "TENT", "TENT+DART-split", "SAR",
              "SAR+DART-split", "ODS", "ODS+DART-split"]
 

@@ -286,6 +286,26 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_data_pack(args: argparse.Namespace) -> int:
+    import os
+
+    from dartlib.data.packed import pack_image_folder
+
+    root = args.root or os.environ.get("DART_CIFAR10_DIR")
+    if not root:
+        raise SystemExit("give the CIFAR-10 image folder: --root DIR or DART_CIFAR10_DIR")
+    index = pack_image_folder(root, args.out, preset=args.preset)
+    sizes = ", ".join(f"{split} {len(entry['labels'])}" for split, entry in index["splits"].items())
+    print(f"{args.out}: {sizes} images, {len(index['frost'])} frost photographs")
+    return 0
+
+
+def _cmd_gpu_run(args: argparse.Namespace) -> int:
+    from dartlib.gpu_run import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dartlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -316,6 +336,18 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--corruptions", nargs="+", help="default: all 15")
     prepare.add_argument("--seed", type=int, default=0)
     prepare.set_defaults(func=_cmd_data_prepare)
+
+    pack = data.add_parser("pack-cifar10", help="pack the CIFAR-10 image folder into one lzma file (for a GPU machine)")
+    pack.add_argument("--out", required=True, help="the packed file, e.g. .gpu_carry/cifar10.xz")
+    pack.add_argument("--root", help="the image folder (default: $DART_CIFAR10_DIR)")
+    pack.add_argument("--preset", type=int, default=6, help="lzma preset (default 6)")
+    pack.set_defaults(func=_cmd_data_pack)
+
+    from dartlib.gpu_run import add_arguments as gpu_run_arguments
+
+    gpu = sub.add_parser("gpu-run", help="the gpu profile's CIFAR-10 core end to end on one GPU (--tiny: on the CPU)")
+    gpu_run_arguments(gpu)
+    gpu.set_defaults(func=_cmd_gpu_run)
 
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
     corr = bench.add_parser("corruptions", help="our corruption generator vs imagecorruptions, images/second")

@@ -258,6 +258,23 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     run_ = Run(out, float(args.budget))
+    try:
+        return _run(args, run_, out)
+    except BaseException as err:  # keep what the run measured so far beside the error
+        import traceback
+
+        run_.info["error"] = "".join(traceback.format_exception(err))[-4000:]
+        run_.log(f"FAILED: {type(err).__name__}: {err}")
+        try:
+            import torch
+
+            _write_run(run_, torch, run_.info.get("device", "cpu"))
+        except Exception:  # noqa: BLE001 - the original error matters more
+            pass
+        raise
+
+
+def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
     log = run_.log
     work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="dart-gpu-run-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -339,7 +356,9 @@ def run(args: argparse.Namespace) -> int:
         base = dataclasses.replace(base, n_dir=5)  # a few hundred images cannot fill 250 Dirichlet chunks
     fit, held = _subset(train, fit_idx, "train-fit"), _subset(train, held_idx, "train-heldout")
     candidates = [float(a) for a in args.alphas.split(",")]
-    gphi_budget = args.gphi_budget if args.gphi_budget is not None else 0.24 * args.budget
+    # what the source stage left, less the test stages' share (at least 20 % of the budget)
+    test_budget = args.test_budget if args.test_budget is not None else 0.42 * args.budget
+    gphi_budget = args.gphi_budget if args.gphi_budget is not None else max(0.2 * args.budget, run_.left() - test_budget)
     final_probe = [base, dataclasses.replace(base, alpha=candidates[-1]), dataclasses.replace(base, variant="dart-split")]
     epochs = _gphi_epochs(args, p, model, train, final_probe, device, precision, run_, gphi_budget)
     base = dataclasses.replace(base, epochs=epochs)
@@ -494,7 +513,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reserve", type=float, default=10.0, help="seconds kept free at the end of the budget")
     parser.add_argument("--source-budget", type=float, help="seconds for source training (default 28%% of the budget)")
     parser.add_argument("--source-epochs", type=int, help="cap on the recipe's epochs")
-    parser.add_argument("--gphi-budget", type=float, help="seconds for both g_phi passes (default 24%% of the budget)")
+    parser.add_argument("--gphi-budget", type=float,
+                        help="seconds for both g_phi passes (default: what is left after the source less --test-budget)")
+    parser.add_argument("--test-budget", type=float, help="seconds kept for the test stages (default 42%% of the budget)")
     parser.add_argument("--gphi-epochs", type=int, help="intermediate epochs (default: the profile's, cut to fit)")
     parser.add_argument("--alphas", default=",".join(f"{a:g}" for a in ALPHA_CANDIDATES), help="alpha candidates of the rule")
     parser.add_argument("--heldout", type=int, default=500, help="training images per class held out by the alpha rule")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from dartlib.profiles import DEFAULT_PROFILE, profile_names
 from dartlib.registry import UnknownNameError
@@ -164,13 +165,41 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise SystemExit("give --profile, or all of --dataset, --arch and --recipe")
     seed = args.seed if args.seed is not None else p.get("seed", 0)
     path = train_source(dataset=dataset, arch=arch, recipe=recipe, seed=seed, progress=not args.quiet,
-                        max_epochs=args.max_epochs)
+                        max_epochs=args.max_epochs, directory=args.directory)
     if path.name.endswith(".partial.pt"):
         print(f"stopped after --max-epochs; resume with the same command: {path}")
         return 0
     _, meta = load_checkpoint(path)
     print(f"{path}: clean test accuracy {meta['clean_test_accuracy']:.2f}% after {meta['epochs']} epochs")
     return 0
+
+
+def _cmd_artefacts(args: argparse.Namespace) -> int:
+    from dartlib import artefacts
+
+    if args.action == "manifest":
+        path = artefacts.write_manifest()
+        print(f"{path}: {len(artefacts.committed_files())} files")
+        return 0
+    problems = artefacts.verify_manifest()
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    if not problems:
+        print(f"{artefacts.MANIFEST}: every committed artefact present with its sha256")
+    return 1 if problems else 0
+
+
+def _cmd_reference(args: argparse.Namespace) -> int:
+    from dartlib import reference
+
+    if args.action == "update":
+        print(f"stored the results of profile {args.profile} in {reference.update_reference(args.profile)}")
+        return 0
+    compared, problems = reference.compare_profile(args.profile)
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    print(f"{compared} cells compared; {len(problems)} difference(s) beyond tolerance")
+    return 1 if problems else 0
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
@@ -221,7 +250,9 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         cells = [c for c in cells if getattr(c, field) in keep]
     cells = shard(cells, args.shard) if args.shard else cells
     wanted = inspect.signature(prepare).parameters
-    context, meta = prepare(**{k: v for k, v in params.items() if k in wanted}, progress=True)[:2]
+    # --status computes nothing: it loads the trained inputs for their digests (no training, no data)
+    context, meta = prepare(**{k: v for k, v in params.items() if k in wanted}, progress=True,
+                            trained_only=args.status)[:2]
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
@@ -410,7 +441,21 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int)
     train.add_argument("--max-epochs", type=int, help="stop after this many epochs in this call (the next call resumes)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--directory", type=Path,
+                       help="train into this folder instead of the data root's checkpoints/ (where the committed "
+                            "models are, which are reused): retrains and leaves them alone")
     train.set_defaults(func=_cmd_train)
+
+    arte = sub.add_parser("artefacts", help="the committed trained models (data/checkpoints/MANIFEST.json)")
+    arte.add_argument("action", choices=["verify", "manifest"],
+                      help="verify: every listed file present with its sha256; manifest: rewrite the list")
+    arte.set_defaults(func=_cmd_artefacts)
+
+    ref = sub.add_parser("reference", help="a profile's results against the stored values (tests/golden/<profile>/)")
+    ref.add_argument("action", choices=["check", "update"],
+                     help="check: compare within the stated tolerances; update: store the current results")
+    ref.add_argument("--profile", default=DEFAULT_PROFILE)
+    ref.set_defaults(func=_cmd_reference)
     return parser
 
 

@@ -39,29 +39,36 @@ def prepare_online_context(
     *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
     seed: int = 0, dir_delta: float = 10.0, int_batch_size: int = 64, dart_n_dir: int = 250, dart_alpha: float = 0.1,
     dart_epochs: int = 50, dart_per_class: int = 0, dart_hidden: int = 1000, test_batch_size: int = 200,
-    split_temperature: float = 1.1, device: str | None = None, progress: bool = False,
+    split_temperature: float = 1.1, device: str | None = None, progress: bool = False, trained_only: bool = False,
 ) -> tuple[Table1Context, dict, list[dict]]:
     """Notebook 04's context (source model, DART's g_phi) plus DART-split's g_phi1 / g_phi2,
     trained with the same intermediate settings (Algorithm 3) and applied with logits multiplied
     by ``split_temperature`` (1.1 on CIFAR-10C, Appendix B). Returns the context, the source
-    checkpoint's metadata and DART-split's training log."""
+    checkpoint's metadata and DART-split's training log. ``trained_only``: as in
+    :func:`dartlib.table1.prepare_context`, load the trained inputs and compute nothing."""
     from dartlib.data import load
-    from dartlib.intermediate import load_or_train_refiner
-    from dartlib.table1 import prepare_context
-    from dartlib.training import train_source
+    from dartlib.intermediate import load_or_train_refiner, refiner_path
+    from dartlib.table1 import prepare_context, require_trained
+    from dartlib.training import checkpoint_path, train_source
 
     context, meta = prepare_context(
         source_dataset=source_dataset, source_arch=source_arch, source_recipe=source_recipe,
         corrupted_dataset=corrupted_dataset, severity=severity, seed=seed, dir_delta=dir_delta,
         int_batch_size=int_batch_size, dart_n_dir=dart_n_dir, dart_alpha=dart_alpha, dart_epochs=dart_epochs,
         dart_per_class=dart_per_class, dart_hidden=dart_hidden, test_batch_size=test_batch_size, with_note=False,
-        device=device, progress=progress)
-    checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed, progress=False)
+        device=device, progress=progress, trained_only=trained_only)
     config = DartConfig(variant="dart-split", alpha=dart_alpha, delta=dir_delta, n_dir=dart_n_dir,
                         batch_size=int_batch_size, hidden=dart_hidden, epochs=dart_epochs,
                         per_class=dart_per_class or None, seed=seed)
-    split, log = load_or_train_refiner(checkpoint, context.source, load(source_dataset, split="train"), config,
-                                       device=context.device, progress=progress)
+    if trained_only:
+        checkpoint = checkpoint_path(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed)
+        require_trained([refiner_path(checkpoint, config)])
+    else:
+        checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed,
+                                  progress=False)
+    train = None if trained_only else load(source_dataset, split="train")
+    split, log = load_or_train_refiner(checkpoint, context.source, train, config, device=context.device,
+                                       progress=progress)
     split.temperature = split_temperature
     context.refiners["dart-split"] = split
     return context, meta, log

@@ -14,6 +14,7 @@ import inspect
 import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -242,7 +243,7 @@ def prepare_context(
     seed: int = 0, dir_delta: float = 10.0, int_batch_size: int = 64, dart_n_dir: int = 250, dart_alpha: float = 0.1,
     dart_epochs: int = 50, dart_per_class: int = 0, dart_hidden: int = 1000, test_batch_size: int = 200,
     note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str | None = None,
-    with_note: bool = True, progress: bool = False,
+    with_note: bool = True, progress: bool = False, trained_only: bool = False,
 ) -> tuple[Table1Context, dict]:
     """What every Table 1 cell of a profile shares: the source model (trained if absent), the
     refiner of notebook 04 (trained if absent), NOTE's IABN model, the corrupted test sets
@@ -250,21 +251,34 @@ def prepare_context(
     skips the IABN model where NOTE is not run); returns the context and the source checkpoint's
     metadata. ``device`` (default :func:`dartlib.devices.default_device`: the GPU when there is
     one) is where g_phi and NOTE's IABN model train and where every cell adapts; the context's
-    own source model stays on the CPU."""
+    own source model stays on the CPU.
+
+    ``trained_only``: load the trained inputs (source model, g_phi, IABN copy) and compute nothing:
+    no training, no data loaded or generated (what ``grid --status`` needs to compute the cells'
+    input digests); a missing input raises ``FileNotFoundError`` naming it and the command that
+    makes it."""
     from dartlib.dart import DartConfig
     from dartlib.data.prepare import ensure_corrupted
-    from dartlib.intermediate import load_or_train_refiner
-    from dartlib.training import load_checkpoint, train_source
-    from dartlib.tta.note import load_or_finetune_iabn
+    from dartlib.intermediate import load_or_train_refiner, refiner_path
+    from dartlib.training import checkpoint_path, load_checkpoint, train_source
+    from dartlib.tta.note import iabn_path, load_or_finetune_iabn
 
     device = device or default_device()
-    checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed,
-                              device=device, progress=progress)
-    model, meta = load_checkpoint(checkpoint)
-    train = load(source_dataset, split="train")
-    ensure_corrupted(corrupted_dataset, severities=[severity])
     config = DartConfig(alpha=dart_alpha, delta=dir_delta, n_dir=dart_n_dir, batch_size=int_batch_size,
                         hidden=dart_hidden, epochs=dart_epochs, per_class=dart_per_class or None, seed=seed)
+    if trained_only:
+        checkpoint = checkpoint_path(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed)
+        needed = [checkpoint, refiner_path(checkpoint, config)]
+        if with_note:
+            needed.append(iabn_path(checkpoint, epochs=note_finetune_epochs, per_class=note_per_class or None))
+        require_trained(needed)
+    else:
+        checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed,
+                                  device=device, progress=progress)
+    model, meta = load_checkpoint(checkpoint)
+    train = None if trained_only else load(source_dataset, split="train")  # read only when something trains
+    if not trained_only:
+        ensure_corrupted(corrupted_dataset, severities=[severity])
     refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
     iabn = None
     if with_note:
@@ -273,6 +287,16 @@ def prepare_context(
     context = Table1Context(source=model, refiner=refiner, iabn=iabn, batch_size=test_batch_size, device=device,
                             options={"memo": {"n_augmentations": memo_augmentations}})
     return context, meta
+
+
+def require_trained(paths: list[Path]) -> None:
+    """Raise ``FileNotFoundError`` naming every missing trained input and the command that makes it."""
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(
+            "these trained inputs are absent: " + ", ".join(str(p) for p in missing)
+            + "; `python -m dartlib grid EXPERIMENT --profile PROFILE` (without --status) trains them, "
+              "or `git checkout -- data/checkpoints` restores the committed ones")
 
 
 def profile_cells(params: dict) -> list[Cell]:

@@ -154,11 +154,13 @@ def sgd_epoch(
     return loss_sum, correct, seen
 
 
-def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: str = "train") -> Path:
-    """Where a source checkpoint lives; ``split`` names the training split when it is not
-    ``train`` (a domain of PACS, OfficeHome or DomainNet-126)."""
+def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: str = "train",
+                    directory: Path | None = None) -> Path:
+    """Where a source checkpoint lives (in ``directory``, by default ``<data root>/checkpoints``,
+    where the committed ones are: :mod:`dartlib.artefacts`); ``split`` names the training split
+    when it is not ``train`` (a domain of PACS, OfficeHome or DomainNet-126)."""
     name = dataset if split == "train" else f"{dataset}-{split}"
-    return data_root() / "checkpoints" / f"{name}-{arch}-{recipe}-seed{seed}.pt"
+    return (directory or data_root() / "checkpoints") / f"{name}-{arch}-{recipe}-seed{seed}.pt"
 
 
 def _atomic_torch_save(obj: object, path: Path) -> None:
@@ -170,7 +172,7 @@ def _atomic_torch_save(obj: object, path: Path) -> None:
 def train_source(
     *, dataset: str, arch: str, recipe: str, seed: int = 0, device: str | None = None,
     max_epochs: int | None = None, progress: bool = True, train_split: str = "train", test_split: str = "test",
-    load_options: dict | None = None,
+    load_options: dict | None = None, directory: Path | None = None,
 ) -> Path:
     """Train (or resume training) a source classifier; returns the finished checkpoint's path.
 
@@ -178,9 +180,11 @@ def train_source(
     next call resumes), for budgets split across sessions. ``train_split`` / ``test_split`` and
     ``load_options`` (e.g. ``image_size``) select the data of a domain benchmark, whose source
     model trains on one domain (its "clean accuracy" is then measured on ``test_split``).
+    ``directory``: train into another folder than the data root's ``checkpoints/`` (e.g. to
+    retrain a committed model and compare, :func:`dartlib.artefacts.retrained_within_tolerance`).
     """
     rec = RECIPES[recipe]
-    final = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, split=train_split)
+    final = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, split=train_split, directory=directory)
     if final.is_file():
         return final
     device = device or default_device()

@@ -24,7 +24,7 @@ def test_profiles_listed_with_smoke_first():
 
 
 def test_unknown_profile_lists_valid_names():
-    with pytest.raises(UnknownNameError, match="valid names: smoke, cpu, paper"):
+    with pytest.raises(UnknownNameError, match="valid names: smoke, cpu, gpu, paper"):
         load_profile("nightly")
 
 

@@ -168,3 +168,38 @@ def test_cell_inputs_follow_the_refiner_a_cell_uses():
     alpha = Table1Context(source=source, refiner=Refiner(module=trained, config=DartConfig(alpha=1.0)))
     assert alpha.inputs(with_dart) != context.inputs(with_dart)  # the settings count too
     assert context.inputs(with_dart) == context.inputs(with_dart)
+
+
+def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch):
+    """``grid --status`` (``trained_only``): the committed smoke models load, no data is read or
+    generated and nothing trains; the digests equal those of the full context's."""
+    from dartlib import table1
+    from dartlib.profiles import load_profile
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("status must not load, generate or train anything")
+
+    p = load_profile("smoke")
+    keys = ("source_dataset", "source_arch", "source_recipe", "corrupted_dataset", "severity", "seed", "dir_delta",
+            "int_batch_size", "dart_n_dir", "dart_alpha", "dart_epochs", "dart_per_class", "dart_hidden",
+            "test_batch_size", "note_finetune_epochs", "note_per_class", "memo_augmentations")
+    monkeypatch.setattr(table1, "load", forbidden)
+    monkeypatch.setattr("dartlib.data.prepare.ensure_corrupted", forbidden)
+    monkeypatch.setattr("dartlib.training.train_source", forbidden)
+    monkeypatch.setattr("dartlib.intermediate.train_refiners", forbidden)
+    context, meta = table1.prepare_context(**{k: p[k] for k in keys}, device="cpu", trained_only=True)
+    cell = table1.profile_cells(p)[1]
+    assert meta["arch"] == "small-cnn" and context.refiner is not None and context.iabn is not None
+    assert len(context.inputs(cell)) == 16
+
+
+def test_status_context_names_a_missing_trained_input(tmp_path, monkeypatch):
+    from dartlib import table1
+    from dartlib.profiles import load_profile
+
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
+    p = load_profile("smoke")
+    with pytest.raises(FileNotFoundError, match=r"fmnist-small-cnn-smoke-seed0\.pt.*without --status"):
+        table1.prepare_context(source_dataset=p["source_dataset"], source_arch=p["source_arch"],
+                               source_recipe=p["source_recipe"], corrupted_dataset=p["corrupted_dataset"],
+                               device="cpu", trained_only=True)

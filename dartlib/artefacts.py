@@ -1,0 +1,161 @@
+"""The trained artefacts committed with the suite: weights every machine shares (DESIGN, Portability).
+
+Training the same recipe on another CPU type (or with other math kernels) changes a model in its
+last bits, and a 2-epoch smoke model or a test-time method amplifies that into points downstream.
+So the small trained models that the notebooks' results depend on are committed under
+``data/checkpoints/``: the smoke profile's source model, its refiners g_phi and NOTE's IABN copy,
+and the cpu profile's source model, refiners and IABN copy. A fresh clone loads them instead of
+training, and the input digests of the committed results (:meth:`dartlib.table1.Table1Context.inputs`)
+match on any machine. ``MANIFEST.json`` beside them lists each file with its sha256, size, kind
+and provenance (recipe or g_phi config, training-data digest, library version, device); a test
+checks every committed file against it. Training still happens when a file is absent (or the data
+root is moved with ``DART_DATA_DIR``); notebook 02 retrains the smoke source model in a scratch
+folder and compares it with the committed one (:func:`retrained_within_tolerance`).
+
+After training an artefact that should be shared, run ``python -m dartlib artefacts manifest``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from dartlib.paths import REPO_ROOT
+
+COMMITTED_DIR: Path = REPO_ROOT / "data" / "checkpoints"
+MANIFEST: Path = COMMITTED_DIR / "MANIFEST.json"
+# Source checkpoints whose derived artefacts (``<stem>.<variant>-<hash>.pt``) are committed.
+COMMITTED_STEMS: tuple[str, ...] = ("fmnist-small-cnn-smoke-seed0", "cifar10-resnet26-w16-cpu-seed0")
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def committed_files(directory: Path = COMMITTED_DIR) -> list[Path]:
+    """The checkpoint files of :data:`COMMITTED_STEMS` in ``directory`` (partial or temporary
+    files excluded), sorted by name."""
+    files = []
+    for stem in COMMITTED_STEMS:
+        files += [p for p in directory.glob(f"{stem}*.pt") if p.name == f"{stem}.pt" or p.name.startswith(f"{stem}.")]
+    return sorted(p for p in files if not p.name.endswith(".partial.pt"))
+
+
+def _plain(value):
+    """Metadata as JSON-safe plain values (``TorchVersion`` is a ``str`` subclass)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    return str(value)
+
+
+def describe(path: Path) -> dict:
+    """One manifest entry: file, sha256, bytes, kind (source, refiner, iabn) and provenance."""
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    entry = {"file": path.name, "sha256": sha256_of(path), "bytes": path.stat().st_size}
+    if "module" in blob and "config" in blob:
+        meta = blob.get("meta", {})
+        entry.update(kind="refiner", config=_plain(blob["config"]), source_checkpoint=meta.get("source_checkpoint"),
+                     train_digest=meta.get("train_digest"), device=meta.get("device"),
+                     dartlib_version=meta.get("dartlib_version"))
+    elif "meta" in blob and "arch" in blob["meta"]:
+        meta = blob["meta"]
+        entry.update(kind="source", arch=meta["arch"], dataset=meta.get("dataset"), recipe=meta.get("recipe"),
+                     recipe_values=_plain(meta.get("recipe_values")), train_digest=meta.get("dataset_digest"),
+                     clean_test_accuracy=meta.get("clean_test_accuracy"), device=meta.get("device"),
+                     dartlib_version=meta.get("dartlib_version"), torch_version=_plain(meta.get("torch_version")))
+    else:
+        meta = blob["meta"]
+        source = path.with_name(f"{meta['source_checkpoint'].removesuffix('.pt')}.pt")
+        entry.update(kind="iabn", source_checkpoint=meta["source_checkpoint"],
+                     recipe={k: _plain(meta.get(k)) for k in ("epochs", "k", "per_class", "seed")},
+                     # fine-tuned on the source model's own training set (the digest is the source's)
+                     train_digest=_source_digest(source), device=meta.get("device"),
+                     dartlib_version=meta.get("dartlib_version"))
+    return entry
+
+
+def _source_digest(source: Path) -> str | None:
+    if not source.is_file():
+        return None
+    return torch.load(source, map_location="cpu", weights_only=False)["meta"].get("dataset_digest")
+
+
+def write_manifest(directory: Path = COMMITTED_DIR) -> Path:
+    """(Re)write ``MANIFEST.json`` for the committed files in ``directory``."""
+    entries = [describe(p) for p in committed_files(directory)]
+    manifest = {
+        "about": "trained artefacts committed so that every machine computes from the same weights "
+                 "(dartlib.artefacts); regenerate with `python -m dartlib artefacts manifest`",
+        "total_bytes": sum(e["bytes"] for e in entries),
+        "files": entries,
+    }
+    path = directory / MANIFEST.name
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return path
+
+
+def verify_manifest(directory: Path = COMMITTED_DIR) -> list[str]:
+    """Problems between the manifest and the files (empty when every listed file is present with
+    its sha256, and every committed-stem file is listed)."""
+    path = directory / MANIFEST.name
+    if not path.is_file():
+        return [f"{path}: missing; run `python -m dartlib artefacts manifest`"]
+    listed = {e["file"]: e for e in json.loads(path.read_text())["files"]}
+    problems = []
+    for name, entry in listed.items():
+        file = directory / name
+        if not file.is_file():
+            problems.append(f"{file}: listed in {path.name} but absent (restore it with `git checkout -- {file}`)")
+        elif sha256_of(file) != entry["sha256"]:
+            problems.append(f"{file}: sha256 differs from {path.name} (retrained or damaged; `git checkout -- {file}` "
+                            "restores the committed one, `python -m dartlib artefacts manifest` records a new one)")
+    for file in committed_files(directory):
+        if file.name not in listed:
+            problems.append(f"{file}: not in {path.name}; commit it and run `python -m dartlib artefacts manifest`, "
+                            "or delete it if it was trained by mistake")
+    return problems
+
+
+def retrained_within_tolerance(*, committed: float, retrained: float, n: int, k: float = 3.0) -> tuple[bool, float]:
+    """Whether a retrained model's clean accuracy (%) is within ``k`` binomial standard errors of
+    the committed model's, on ``n`` test images; returns (verdict, tolerance in points). Retraining
+    on another CPU type changes the weights in their last bits (DESIGN, Portability), which moves a
+    short recipe's accuracy by a few tenths; a broken recipe moves it by points."""
+    p = committed / 100.0
+    tolerance = k * 100.0 * math.sqrt(max(p * (1 - p), 1e-4) / n)
+    return abs(retrained - committed) <= tolerance, tolerance
+
+
+def retrain_and_compare(*, dataset: str, arch: str, recipe: str, seed: int, committed: Path) -> dict:
+    """Train the recipe anew in a scratch folder (the committed checkpoint is left alone) and
+    compare its clean test accuracy with the committed model's (:func:`retrained_within_tolerance`).
+    Returns the two accuracies, the tolerance, the test-set size and the verdict."""
+    import tempfile
+
+    from dartlib.data.sources import load
+    from dartlib.training import load_checkpoint, train_source
+
+    with tempfile.TemporaryDirectory(prefix="dart-retrain-") as scratch:
+        fresh = train_source(dataset=dataset, arch=arch, recipe=recipe, seed=seed, progress=False,
+                             directory=Path(scratch))
+        _, meta = load_checkpoint(fresh)
+    _, reference = load_checkpoint(committed)
+    n = len(load(dataset, split="test").labels)
+    ok, tol = retrained_within_tolerance(committed=reference["clean_test_accuracy"],
+                                         retrained=meta["clean_test_accuracy"], n=n)
+    return {"committed": reference["clean_test_accuracy"], "retrained": meta["clean_test_accuracy"],
+            "tolerance": tol, "n": n, "within_tolerance": ok}

@@ -110,10 +110,11 @@ def compare_frames(ours: pd.DataFrame, stored: pd.DataFrame, *, file: str) -> li
         bad = np.flatnonzero(~both_nan & ~(np.abs(a - b) <= tol))
         for i in bad[:5]:
             where = ", ".join(f"{c}={ours[c].iloc[i]}" for c in exact if c not in ("experiment", "key", "inputs"))
-            problems.append(f"{file}: {column} {a[i]:.4g} vs stored {b[i]:.4g} (tolerance {tol[i]:.3g}: "
-                            f"{rule.reason or 'see dartlib.reference.RULES'}) at {where}")
-        if len(bad) > 5:
-            problems.append(f"{file}: {column}: {len(bad) - 5} more row(s) beyond tolerance")
+            problems.append(f"{file}: {column} {a[i]:.4g} vs stored {b[i]:.4g} (tolerance {tol[i]:.3g}) at {where}")
+        if len(bad):
+            more = f"{len(bad) - 5} more row(s) beyond tolerance; " if len(bad) > 5 else ""
+            problems.append(f"{file}: {column}: {more}{len(bad)} of {len(b)} rows differ; the tolerance: "
+                            f"{rule.reason or 'see dartlib.reference.RULES'}")
     return problems
 
 

@@ -22,7 +22,7 @@ from dartlib.report import parse_params
 
 CLAIMS_FILE = PAPER_DIR / "claims.yaml"
 QUANTITIES = ("accuracy", "gain", "drop")
-REDUCED_PROFILES = ("smoke", "cpu")
+REDUCED_PROFILES = ("smoke", "cpu", "gpu")
 _OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 # "> 0", ">= -0.5", "< drop(tent)", "< accuracy(bnadapt+dart)", "< accuracy(tent+dart)[alpha=0.1]": a
 # number, or a quantity of another method (and refiner, and settings) on the same results

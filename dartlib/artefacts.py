@@ -64,7 +64,7 @@ def _plain(value):
 
 def describe(path: Path) -> dict:
     """One manifest entry: file, sha256, bytes, kind (source, refiner, iabn) and provenance."""
-    blob = torch.load(path, map_location="cpu", weights_only=False)
+    blob = torch.load(path, map_location="cpu", weights_only=True)
     entry = {"file": path.name, "sha256": sha256_of(path), "bytes": path.stat().st_size}
     if "module" in blob and "config" in blob:
         meta = blob.get("meta", {})
@@ -91,7 +91,7 @@ def describe(path: Path) -> dict:
 def _source_digest(source: Path) -> str | None:
     if not source.is_file():
         return None
-    return torch.load(source, map_location="cpu", weights_only=False)["meta"].get("dataset_digest")
+    return torch.load(source, map_location="cpu", weights_only=True)["meta"].get("dataset_digest")
 
 
 def write_manifest(directory: Path = COMMITTED_DIR) -> Path:

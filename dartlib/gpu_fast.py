@@ -236,7 +236,7 @@ def train_source_fast(
         "train_split": "train", "test_split": "test",
         "recipe": recipe, "recipe_values": dataclasses.asdict(rec_run), "epochs": epochs, "seed": seed,
         "clean_test_accuracy": history[-1]["test_acc"], "history": history, "train_seconds": elapsed,
-        "device": device, "dartlib_version": __version__, "torch_version": torch.__version__,
+        "device": device, "dartlib_version": __version__, "torch_version": str(torch.__version__),
         "fast_path": "dartlib.gpu_fast.train_source_fast", "precision": precision if cuda else "fp32",
         "channels_last": cuda, "images_per_second": throughput,
     }

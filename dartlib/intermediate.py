@@ -39,7 +39,7 @@ from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, 
 from dartlib.data.sources import Dataset
 from dartlib.devices import default_device
 from dartlib.models import frozen_bn_adapted
-from dartlib.training import to_tensor
+from dartlib.training import load_weights, to_tensor
 
 
 def _unif_lt_batches(labels: np.ndarray, *, batch_size: int, n_batches: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -289,7 +289,7 @@ def load_or_train_refiners(
 
 
 def _load(path: Path) -> tuple[Refiner, list[dict]]:
-    blob = torch.load(path, map_location="cpu", weights_only=False)
+    blob = load_weights(path)
     return _from_blob(blob), blob["log"]
 
 

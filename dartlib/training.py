@@ -154,6 +154,16 @@ def sgd_epoch(
     return loss_sum, correct, seen
 
 
+def load_weights(path: Path | str, *, map_location: str = "cpu") -> dict:
+    """``torch.load`` with ``weights_only=True``: tensors and plain values only, so a shared or
+    downloaded checkpoint cannot run code. Metadata saved by earlier versions holds
+    ``torch.__version__`` as a ``TorchVersion`` (a ``str`` subclass), allowed here by name."""
+    from torch.torch_version import TorchVersion
+
+    with torch.serialization.safe_globals([TorchVersion]):
+        return torch.load(path, map_location=map_location, weights_only=True)
+
+
 def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: str = "train",
                     directory: Path | None = None) -> Path:
     """Where a source checkpoint lives (in ``directory``, by default ``<data root>/checkpoints``,
@@ -203,7 +213,7 @@ def train_source(
     history: list[dict] = []
     start_epoch, elapsed = 0, 0.0
     if partial.is_file():
-        state = torch.load(partial, map_location=device, weights_only=False)
+        state = load_weights(partial, map_location=device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start_epoch, history, elapsed = state["epoch"], state["history"], state["seconds"]
@@ -236,7 +246,7 @@ def train_source(
         "train_split": train_split, "test_split": test_split,
         "recipe": recipe, "recipe_values": dataclasses.asdict(rec), "epochs": rec.epochs, "seed": seed,
         "clean_test_accuracy": history[-1]["test_acc"], "history": history, "train_seconds": elapsed,
-        "device": device, "dartlib_version": __version__, "torch_version": torch.__version__,
+        "device": device, "dartlib_version": __version__, "torch_version": str(torch.__version__),
     }
     _atomic_torch_save({"model": {k: v.cpu() for k, v in model.state_dict().items()}, "meta": meta}, final)
     partial.unlink(missing_ok=True)
@@ -264,7 +274,7 @@ def save_source(model: nn.Module, meta: dict, path: Path) -> Path:
 
 def load_checkpoint(path: Path | str, *, device: str = "cpu") -> tuple[nn.Module, dict]:
     """A trained source model (eval mode) and its metadata."""
-    blob = torch.load(path, map_location=device, weights_only=False)
+    blob = load_weights(path, map_location=device)
     meta = blob["meta"]
     # An "-imagenet" suffix names the initialisation of a fine-tuned model, not its architecture;
     # the saved weights replace it, so loading needs no pretrained download.

@@ -43,3 +43,12 @@ def test_retraining_tolerance(committed, retrained, ok):
     # 3 binomial SE over 10,000 images at 89%: 0.936 points; the kernel variants measured 88.89 to 89.24
     verdict, tol = artefacts.retrained_within_tolerance(committed=committed, retrained=retrained, n=10000)
     assert verdict is ok and tol == pytest.approx(0.936, abs=1e-3)
+
+
+def test_every_committed_artefact_loads_without_running_code():
+    """Checkpoints hold tensors and plain values only: ``torch.load(weights_only=True)`` reads each."""
+    import torch
+
+    for path in artefacts.committed_files():
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        assert isinstance(blob, dict), path.name

@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from dartlib import __version__
 from dartlib.dart import Refiner
 from dartlib.models import bn_layers, frozen_bn_adapted, set_trainable
+from dartlib.training import load_weights
 from dartlib.tta.base import Adapter
 from dartlib.tta.basic import entropy, make_optimizer
 
@@ -128,7 +129,7 @@ def load_or_finetune_iabn(
     path = iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class)
     net = to_iabn(model, k=k)
     if path.is_file():
-        blob = torch.load(path, map_location="cpu", weights_only=False)
+        blob = load_weights(path)
         net.load_state_dict(blob["model"])
         return net.eval(), blob["meta"]
     start = time.perf_counter()

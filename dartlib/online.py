@@ -49,7 +49,7 @@ def prepare_online_context(
     from dartlib.data import load
     from dartlib.intermediate import load_or_train_refiner, refiner_path
     from dartlib.table1 import prepare_context, require_trained
-    from dartlib.training import checkpoint_path, train_source
+    from dartlib.training import checkpoint_path
 
     context, meta = prepare_context(
         source_dataset=source_dataset, source_arch=source_arch, source_recipe=source_recipe,
@@ -60,12 +60,10 @@ def prepare_online_context(
     config = DartConfig(variant="dart-split", alpha=dart_alpha, delta=dir_delta, n_dir=dart_n_dir,
                         batch_size=int_batch_size, hidden=dart_hidden, epochs=dart_epochs,
                         per_class=dart_per_class or None, seed=seed)
+    # prepare_context above has trained the source model or found it
+    checkpoint = checkpoint_path(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed)
     if trained_only:
-        checkpoint = checkpoint_path(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed)
         require_trained([refiner_path(checkpoint, config)])
-    else:
-        checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed,
-                                  progress=False)
     train = None if trained_only else load(source_dataset, split="train")
     split, log = load_or_train_refiner(checkpoint, context.source, train, config, device=context.device,
                                        progress=progress)

@@ -272,13 +272,13 @@ def prepare_context(
         if with_note:
             needed.append(iabn_path(checkpoint, epochs=note_finetune_epochs, per_class=note_per_class or None))
         require_trained(needed)
+        train = None  # nothing trains, so no data is read
     else:
         checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed,
                                   device=device, progress=progress)
-    model, meta = load_checkpoint(checkpoint)
-    train = None if trained_only else load(source_dataset, split="train")  # read only when something trains
-    if not trained_only:
+        train = load(source_dataset, split="train")
         ensure_corrupted(corrupted_dataset, severities=[severity])
+    model, meta = load_checkpoint(checkpoint)
     refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
     iabn = None
     if with_note:

@@ -29,7 +29,8 @@ from dartlib.paths import REPO_ROOT
 COMMITTED_DIR: Path = REPO_ROOT / "data" / "checkpoints"
 MANIFEST: Path = COMMITTED_DIR / "MANIFEST.json"
 # Source checkpoints whose derived artefacts (``<stem>.<variant>-<hash>.pt``) are committed.
-COMMITTED_STEMS: tuple[str, ...] = ("fmnist-small-cnn-smoke-seed0", "cifar10-resnet26-w16-cpu-seed0")
+COMMITTED_STEMS: tuple[str, ...] = ("fmnist-small-cnn-smoke-seed0", "cifar10-resnet26-w16-cpu-seed0",
+                                    "cifar10-resnet26-w8-cpu-seed0")  # the last: the backbone-strength study
 
 
 def sha256_of(path: Path) -> str:

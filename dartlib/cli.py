@@ -217,7 +217,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dartlib import online
+    from dartlib import backbone_study, online
     from dartlib.experiments import grid_status, parse_shard, run_grid, shard
     from dartlib.paths import NOTEBOOKS_DIR, results_dir
     from dartlib.profiles import load_profile
@@ -235,6 +235,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     notebook, prepare, make_cells = {
         "table1": ("06_table1_main.ipynb", prepare_context, profile_cells),
         "online_imbalance": ("11_online_imbalance.ipynb", online.prepare_online_context, online.profile_cells),
+        "backbone_study": ("14_backbone_study.ipynb", backbone_study.prepare_study_context, backbone_study.profile_cells),
     }[args.experiment]
     params = {**notebook_parameters(NOTEBOOKS_DIR / notebook), **load_profile(args.profile)}
     cells = make_cells(params)
@@ -410,8 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     claims.set_defaults(func=_cmd_claims)
 
     grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
-    grid_.add_argument("experiment", choices=["table1", "online_imbalance"],
-                       help="table1: notebook 06's grid; online_imbalance: notebook 11's")
+    grid_.add_argument("experiment", choices=["table1", "online_imbalance", "backbone_study"],
+                       help="table1: notebook 06's grid; online_imbalance: notebook 11's; backbone_study: notebook 14's")
     grid_.add_argument("--profile", default=DEFAULT_PROFILE)
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
     grid_.add_argument("--threads", type=int, help="torch CPU threads for this process")

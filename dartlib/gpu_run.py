@@ -134,19 +134,20 @@ def _load_data(args, run: Run, pool: ProcessPoolExecutor, work: Path) -> dict:
 
 
 def _start_corruptions(p: dict, corruptions: list[str], pool: ProcessPoolExecutor, heldout_images: np.ndarray,
-                       run: Run) -> tuple[threading.Thread, dict, dict]:
-    """Submit CIFAR-10-C (chunks of dartlib.data.prepare.CHUNK, the seeds of prepare_corrupted) and
-    the held-out corruptions; a thread writes each corruption's file when its chunks are done."""
+                       run: Run, severities: list[int] | None = None) -> tuple[threading.Thread, dict, dict]:
+    """Submit CIFAR-10-C (chunks of dartlib.data.prepare.CHUNK, the seeds of prepare_corrupted;
+    ``severities`` stacked in order, default the profile's) and the held-out corruptions at the
+    profile's severity; a thread writes each corruption's file when its chunks are done."""
     from dartlib.data.prepare import CHUNK, _atomic_save, prepare_corrupted
     from dartlib.data.sources import clean_source, corrupted_dir
 
     name, severity, seed = p["corrupted_dataset"], int(p["severity"]), int(p["seed"])
+    severities = sorted({int(s) for s in severities or [severity]})
     folder = corrupted_dir(name)
-    prepare_corrupted(name, severities=[severity], corruptions=[], seed=seed, folder=folder)  # manifest + labels
+    prepare_corrupted(name, severities=severities, corruptions=[], seed=seed, folder=folder)  # manifest + labels
     clean = clean_source(name)(split="test")
-    set_seed = seed + 7919 * severity
-    futures = {c: [pool.submit(_corrupt_worker, clean.images[s : s + CHUNK], c, severity, set_seed * 100003 + i)
-                   for i, s in enumerate(range(0, len(clean), CHUNK))] for c in corruptions}
+    futures = {c: [pool.submit(_corrupt_worker, clean.images[s : s + CHUNK], c, sev, (seed + 7919 * sev) * 100003 + i)
+                   for sev in severities for i, s in enumerate(range(0, len(clean), CHUNK))] for c in corruptions}
     held = {c: pool.submit(_corrupt_worker, heldout_images, c, severity, seed) for c in HOLDOUT}
     status: dict = {"done": [], "error": None}
 
@@ -157,7 +158,7 @@ def _start_corruptions(p: dict, corruptions: list[str], pool: ProcessPoolExecuto
                 _atomic_save(folder / f"{c}.npy", np.concatenate([f.result() for f in parts]))
                 status["done"].append(c)
             status["seconds"] = time.perf_counter() - t0
-            run.log(f"CIFAR-10-C: {len(futures)} corruptions at severity {severity} written ({status['seconds']:.1f} s "
+            run.log(f"CIFAR-10-C: {len(futures)} corruptions at severity {', '.join(map(str, severities))} written ({status['seconds']:.1f} s "
                     f"after the pool started)")
         except BaseException as err:  # reported when the test stages wait for the files
             status["error"] = err
@@ -219,6 +220,32 @@ def _heldout_frame(model, refiners: dict, streams: dict, *, rhos, batch_size: in
     return frame
 
 
+def _alpha_rule(checkpoint, model, fit, held, held_futures: dict, base, candidates: list[float], *, p: dict,
+                heldout: int, device: str, precision: str, max_loss: float, path: Path, log) -> tuple[float, dict]:
+    """The alpha rule of ``validate-alpha``: g_phi per candidate alpha (``base`` otherwise) on
+    ``fit``, scored on ``held`` clean and under the held-out corruptions; the table goes to
+    ``path``. Returns the chosen alpha and the training pass's timing."""
+    from dartlib.gpu_fast import load_or_train_refiners_fast
+    from dartlib.validation import choose_alpha
+
+    t_check = time.perf_counter()
+    trained, timing_check = load_or_train_refiners_fast(
+        checkpoint, model, fit, [dataclasses.replace(base, alpha=a) for a in candidates], device=device,
+        precision=precision, tag=f"fit-heldout{heldout}", log=log)
+    streams = {"clean": held}
+    for c, fut in held_futures.items():
+        streams[c] = dataclasses.replace(held, split=f"{held.split}-{c}", images=fut.result())
+    frame = _heldout_frame(model, {a: r for a, (r, _) in zip(candidates, trained)}, streams, rhos=p["lt_rhos"],
+                           batch_size=p["test_batch_size"], seed=int(p["seed"]), device=device, precision=precision)
+    chosen = choose_alpha(frame, paper_alpha=PAPER_ALPHA, max_loss=max_loss)
+    frame.to_csv(path, index=False, float_format="%.4f")
+    iid = frame[(frame.rho == 1.0) & (frame.corruption != "clean")].groupby("alpha")[["bnadapt", "dart"]].mean()
+    log(f"alpha rule ({base.epochs} epochs, {heldout} held-out images per class, clean + {', '.join(HOLDOUT)}): "
+        "i.i.d. loss per alpha " + ", ".join(f"{a:g}: {l:+.2f}" for a, l in (iid.bnadapt - iid.dart).items())
+        + f"; chosen alpha {chosen:g} ({time.perf_counter() - t_check:.1f} s)")
+    return chosen, timing_check
+
+
 def _gphi_epochs(args, p, model, train, configs, device, precision, run: Run, budget: float) -> int:
     """The intermediate epochs: the profile's, or fewer where the measured step rate says the two
     passes (alpha check and final) would not fit ``budget`` seconds."""
@@ -259,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     run_ = Run(out, float(args.budget))
     try:
-        return _run(args, run_, out)
+        return _run_backbone(args, run_, out) if args.study == "backbone" else _run(args, run_, out)
     except BaseException as err:  # keep what the run measured so far beside the error
         import traceback
 
@@ -274,15 +301,21 @@ def run(args: argparse.Namespace) -> int:
         raise
 
 
-def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
-    log = run_.log
-    work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="dart-gpu-run-"))
+def _work_folder(args: argparse.Namespace, prefix: str) -> tuple[Path, Path, int]:
+    """The work folder (data root, generated CIFAR-10-C, results), its results folder and the
+    number of CPU worker processes."""
+    work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
     os.environ["DART_DATA_DIR"] = str(work)
     os.environ["DART_CIFAR10C_DIR"] = str(work / "CIFAR-10-C")
     results = work / "results"
     results.mkdir(exist_ok=True)
-    workers = args.workers or max(1, (os.cpu_count() or 2) - 2)
+    return work, results, args.workers or max(1, (os.cpu_count() or 2) - 2)
+
+
+def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
+    log = run_.log
+    work, results, workers = _work_folder(args, "dart-gpu-run-")
     log(f"gpu-run: out {out}, work {work}, {workers} CPU workers, budget {args.budget:.0f} s{' (tiny)' if args.tiny else ''}")
 
     t = time.perf_counter()
@@ -309,7 +342,7 @@ def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
     from dartlib.profiles import load_profile
     from dartlib.table1 import table1_cells
     from dartlib.training import load_checkpoint
-    from dartlib.validation import _subset, choose_alpha, holdout_split
+    from dartlib.validation import _subset, holdout_split
 
     p = load_profile(args.profile)
     device = args.device or default_device()
@@ -362,21 +395,9 @@ def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
     final_probe = [base, dataclasses.replace(base, alpha=candidates[-1]), dataclasses.replace(base, variant="dart-split")]
     epochs = _gphi_epochs(args, p, model, train, final_probe, device, precision, run_, gphi_budget)
     base = dataclasses.replace(base, epochs=epochs)
-    t_check = time.perf_counter()
-    trained, timing_check = load_or_train_refiners_fast(
-        checkpoint, model, fit, [dataclasses.replace(base, alpha=a) for a in candidates], device=device,
-        precision=precision, tag=f"fit-heldout{heldout}", log=log)
-    streams = {"clean": held}
-    for c, fut in held_futures.items():
-        streams[c] = dataclasses.replace(held, split=f"{held.split}-{c}", images=fut.result())
-    frame = _heldout_frame(model, {a: r for a, (r, _) in zip(candidates, trained)}, streams, rhos=p["lt_rhos"],
-                           batch_size=p["test_batch_size"], seed=seed, device=device, precision=precision)
-    chosen = choose_alpha(frame, paper_alpha=PAPER_ALPHA, max_loss=args.max_loss)
-    frame.to_csv(out / "alpha_validation.csv", index=False, float_format="%.4f")
-    iid = frame[(frame.rho == 1.0) & (frame.corruption != "clean")].groupby("alpha")[["bnadapt", "dart"]].mean()
-    log(f"alpha rule ({epochs} epochs, {heldout} held-out images per class, clean + {', '.join(HOLDOUT)}): "
-        "i.i.d. loss per alpha " + ", ".join(f"{a:g}: {l:+.2f}" for a, l in (iid.bnadapt - iid.dart).items())
-        + f"; chosen alpha {chosen:g} ({time.perf_counter() - t_check:.1f} s)")
+    chosen, timing_check = _alpha_rule(checkpoint, model, fit, held, held_futures, base, candidates, p=p,
+                                       heldout=heldout, device=device, precision=precision, max_loss=args.max_loss,
+                                       path=out / "alpha_validation.csv", log=log)
     alphas = [PAPER_ALPHA] if chosen == PAPER_ALPHA else [chosen, PAPER_ALPHA]
     final_configs = [dataclasses.replace(base, alpha=a) for a in alphas] + [dataclasses.replace(base, variant="dart-split")]
     final, timing = load_or_train_refiners_fast(checkpoint, model, train, final_configs, device=device,
@@ -470,6 +491,204 @@ def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
     return 0
 
 
+def _run_backbone(args: argparse.Namespace, run_: Run, out: Path) -> int:
+    """``--study backbone`` (:mod:`dartlib.backbone_study`, the cpu profile's settings in fp32):
+    CIFAR-10-C at severities 1 to 5 generated on the CPU cores; ResNet-26 width 8 trained with the
+    cpu recipe, its alpha by the rule, its g_phi; the committed width-16 model and g_phi; every
+    study cell; then the slow (host) and fast (device) paths timed on the same work. Files:
+    backbone_study.csv, alpha_validation_w8.csv, the width-8 source and g_phi checkpoints,
+    path_comparison.json, run.json, log.txt."""
+    from dartlib.paths import REPO_ROOT
+
+    log = run_.log
+    work, results, workers = _work_folder(args, "dart-gpu-study-")
+    log(f"gpu-run --study backbone: out {out}, work {work}, {workers} CPU workers, budget {args.budget:.0f} s"
+        f"{' (tiny)' if args.tiny else ''}")
+    t = time.perf_counter()
+    pool = _pool(workers)
+    _load_data(args, run_, pool, work)
+    run_.stage("data", t)
+
+    import torch
+
+    from dartlib.backbone_study import EXPERIMENT, all_study_cells, cell_arch, study_points
+    from dartlib.dart import DartConfig
+    from dartlib.data import load
+    from dartlib.devices import default_device
+    from dartlib.experiments import read_results, run_grid
+    from dartlib.gpu_fast import (DeviceTestSets, FastCounter, evaluate_cell_fast, fast_context,
+                                  load_or_train_refiners_fast, prepare_source_for_device, train_source_fast)
+    from dartlib.intermediate import _load as load_refiner
+    from dartlib.intermediate import refiner_path
+    from dartlib.profiles import load_profile
+    from dartlib.training import checkpoint_path, load_checkpoint
+    from dartlib.validation import _subset, holdout_split
+
+    p = load_profile("cpu")
+    device = args.device or default_device()
+    precision = "fp32"  # the cpu profile's models, computed as on the CPU
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    corruptions = TINY["corruptions"] if args.tiny else list(p["table1_corruptions"])
+    severities = [4, 5] if args.tiny else [1, 2, 3, 4, 5]
+    seed, heldout = int(p["seed"]), TINY["heldout"] if args.tiny else args.heldout
+    dataset, corrupted = p["source_dataset"], p["corrupted_dataset"]
+    run_.info.update({"study": "backbone", "profile": "cpu", "tiny": bool(args.tiny), "device": device,
+                      "precision": precision, "corruptions": corruptions, "severities": severities,
+                      "workers": workers, "cpu_count": os.cpu_count(), "budget_s": args.budget})
+
+    t = time.perf_counter()
+    train = load(dataset, split="train")
+    fit_idx, held_idx = holdout_split(train.labels, per_class=heldout, seed=seed)
+    writer, held_futures, corr_status = _start_corruptions(p, corruptions, pool, train.images[held_idx], run_,
+                                                           severities=severities)
+    run_.stage("corruptions_submitted", t)
+
+    # the committed width-16 model and g_phi
+    main_arch = p["source_arch"]
+    config16 = DartConfig(alpha=p["dart_alpha"], delta=p["dir_delta"], n_dir=p["dart_n_dir"],
+                          batch_size=p["int_batch_size"], hidden=p["dart_hidden"], epochs=int(p["dart_epochs"]),
+                          per_class=p["dart_per_class"] or None, seed=seed)
+    ck16 = checkpoint_path(dataset=dataset, arch=main_arch, recipe=p["source_recipe"], seed=seed)
+    ck16.parent.mkdir(parents=True, exist_ok=True)
+    for path in (ck16, refiner_path(ck16, config16)):
+        shutil.copy(REPO_ROOT / "data" / "checkpoints" / path.name, path)
+    model16, meta16 = load_checkpoint(ck16)
+    ref16, _ = load_refiner(refiner_path(ck16, config16))
+
+    # width 8: the cpu recipe, the alpha rule, g_phi
+    t = time.perf_counter()
+    arch8 = "resnet26-w8"
+    ck8, src = train_source_fast(dataset=dataset, arch=arch8, recipe=p["source_recipe"], seed=seed, device=device,
+                                 precision=precision, max_epochs=TINY["source_epochs"] if args.tiny else None, log=log)
+    model8, meta8 = load_checkpoint(ck8)
+    log(f"source {arch8}/{p['source_recipe']}: {meta8['epochs']} epochs, clean test accuracy "
+        f"{meta8['clean_test_accuracy']:.2f}%, {src.get('images_per_second', float('nan')):.0f} images/s "
+        f"(width 16, committed: {meta16['clean_test_accuracy']:.2f}%)")
+    run_.info["source"] = {"arch": arch8, "epochs": meta8["epochs"], "clean_test_accuracy": meta8["clean_test_accuracy"],
+                           "history": meta8["history"], "images_per_second": src.get("images_per_second"),
+                           "width16_clean_test_accuracy": meta16["clean_test_accuracy"]}
+    run_.stage("source", t)
+    t = time.perf_counter()
+    base8 = dataclasses.replace(config16, alpha=PAPER_ALPHA, epochs=TINY["gphi_epochs"] if args.tiny else config16.epochs)
+    if args.tiny:
+        base8 = dataclasses.replace(base8, n_dir=5)
+    candidates = [float(a) for a in args.alphas.split(",")]
+    chosen8, timing_check = _alpha_rule(ck8, model8, _subset(train, fit_idx, "train-fit"),
+                                        _subset(train, held_idx, "train-heldout"), held_futures, base8, candidates,
+                                        p=p, heldout=heldout, device=device, precision=precision,
+                                        max_loss=args.max_loss, path=out / "alpha_validation_w8.csv", log=log)
+    config8 = dataclasses.replace(base8, alpha=chosen8)
+    [(ref8, _)], timing = load_or_train_refiners_fast(ck8, model8, train, [config8], device=device,
+                                                      precision=precision, log=log)
+    for path in (ck8, refiner_path(ck8, config8)):
+        shutil.copy(path, out / path.name)
+    run_.info["gphi"] = {"arch": arch8, "epochs": config8.epochs, "alpha_candidates": candidates,
+                         "chosen_alpha": chosen8, "check_pass": timing_check, "final_pass": timing,
+                         "steps_per_second": timing.get("steps_per_second"), "width16_alpha": config16.alpha}
+    run_.stage("gphi", t)
+
+    # every study cell
+    writer.join()
+    if corr_status["error"] is not None:
+        raise corr_status["error"]
+    pool.shutdown(wait=True)
+    contexts = {arch: fast_context(prepare_source_for_device(m, device=device, precision=precision), r, device=device,
+                                   precision=precision, batch_size=p["test_batch_size"])
+                for arch, (m, r) in {arch8: (model8, ref8), main_arch: (model16, ref16)}.items()}
+    test_sets = DeviceTestSets(device)
+    counters: dict[str, FastCounter] = {}
+
+    def evaluate(cell):
+        if run_.left() < args.reserve + (0 if args.tiny else 60):  # 60 s kept for the path comparison
+            raise OutOfTime
+        counter = counters.setdefault(f"{cell_arch(cell.params)}:{cell.method}+{cell.refiner}", FastCounter())
+        return evaluate_cell_fast(cell, contexts[cell_arch(cell.params)], test_sets, counter=counter)
+
+    t = time.perf_counter()
+    cells = all_study_cells(corruptions=corruptions, dataset=corrupted, seed=seed,
+                            subset=TINY["subset"] if args.tiny else int(p["imb_subset_size"]),
+                            severities=severities)
+    path = results / f"{EXPERIMENT}.csv"
+    try:
+        run_grid(cells, evaluate, path=path, experiment=EXPERIMENT, progress=False,
+                 inputs=lambda c: contexts[cell_arch(c.params)].inputs(c))
+    except OutOfTime:
+        run_.skip(f"study: stopped with {run_.left():.0f} s left after {len(read_results(path))} of {len(cells)} cells")
+    if path.is_file():
+        shutil.copy(path, out / path.name)
+        points = study_points(read_results(path))
+        log("backbone study (mean over the corruptions):\n" + points.round(2).to_string())
+    run_.info["test_time"] = {k: {"images": c.images, "seconds": c.seconds,
+                                  "images_per_second": c.images / c.seconds if c.seconds else None}
+                              for k, c in counters.items()}
+    run_.stage("study", t)
+
+    t = time.perf_counter()
+    comparison = _compare_paths(args, run_, contexts[main_arch], test_sets, model16, ref16, corrupted, seed, device,
+                                meta8, log)
+    (out / "path_comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
+    run_.stage("path_comparison", t)
+    _write_run(run_, torch, device)
+    log(f"done in {run_.elapsed():.1f} s; files in {out}: {', '.join(sorted(f.name for f in out.iterdir()))}")
+    return 0
+
+
+def _compare_paths(args, run_: Run, fast, test_sets, model16, ref16, corrupted: str, seed: int, device: str,
+                   meta8: dict, log) -> dict:
+    """The library's standard (host) paths against the fast (device-resident) ones on the same
+    work, on this device: test-time cells (accuracy must agree) and one epoch of source training
+    (the width-8 model, cpu recipe)."""
+    import torch
+
+    from dartlib.experiments import Cell
+    from dartlib.gpu_fast import evaluate_cell_fast
+    from dartlib.table1 import Table1Context, evaluate_cell
+    from dartlib.training import train_source
+
+    out: dict = {"device": device}
+    cells = [Cell(dataset=corrupted, shift="lt", shift_param=1.0, corruption="gaussian_noise", severity=5, method=m,
+                  refiner=r, params="arch=resnet26-w16") for m, r in (("bnadapt", "none"), ("bnadapt", "dart"),
+                                                                       ("tent", "dart"))]
+    slow = Table1Context(source=model16, refiner=ref16, batch_size=fast.batch_size, device=device)
+    rows = []
+    for cell in cells:
+        if run_.left() < args.reserve + 15:
+            run_.skip("path comparison: test-time cells not all timed")
+            break
+        timings = {}
+        for name, run_cell in (("standard", lambda c: evaluate_cell(c, slow)),
+                               ("fast", lambda c: evaluate_cell_fast(c, fast, test_sets))):
+            run_cell(cell)  # warm: the test set loaded, kernels chosen, memo filled as in a grid
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            result = run_cell(cell)
+            timings[name] = (result, time.perf_counter() - t0)
+        (rs, ts), (rf, tf) = timings["standard"], timings["fast"]
+        rows.append({"cell": f"{cell.method}+{cell.refiner}", "n": rs["n"], "standard_images_per_second": rs["n"] / ts,
+                     "fast_images_per_second": rf["n"] / tf, "speedup": ts / tf,
+                     "accuracy_standard": rs["accuracy"], "accuracy_fast": rf["accuracy"]})
+        log(f"paths, {rows[-1]['cell']}: standard {rows[-1]['standard_images_per_second']:.0f} images/s, fast "
+            f"{rows[-1]['fast_images_per_second']:.0f} images/s ({rows[-1]['speedup']:.1f}x); accuracy "
+            f"{rs['accuracy']:.2f} / {rf['accuracy']:.2f}")
+    out["test_time"] = rows
+    fast_epoch = [h["seconds"] for h in meta8["history"]]
+    per_epoch_fast = (fast_epoch[-1] - fast_epoch[0]) / max(1, len(fast_epoch) - 1) if len(fast_epoch) > 1 else fast_epoch[0]
+    if run_.left() > args.reserve + 10 * per_epoch_fast + 20 or args.tiny:
+        scratch = Path(tempfile.mkdtemp(prefix="slow-source-"))
+        t0 = time.perf_counter()
+        train_source(dataset=meta8["dataset"], arch=meta8["arch"], recipe=meta8["recipe"], seed=seed, device=device,
+                     max_epochs=1, progress=False, directory=scratch)
+        slow_epoch = time.perf_counter() - t0
+        out["source_epoch"] = {"arch": meta8["arch"], "recipe": meta8["recipe"], "standard_seconds": slow_epoch,
+                               "fast_seconds_per_epoch": per_epoch_fast, "speedup": slow_epoch / per_epoch_fast}
+        log(f"paths, one source epoch ({meta8['arch']}): standard {slow_epoch:.1f} s, fast {per_epoch_fast:.1f} s")
+    else:
+        run_.skip("path comparison: source epoch not timed")
+    return out
+
+
 def _summary(run_: Run, results: Path) -> None:
     from dartlib.experiments import read_results
 
@@ -524,6 +743,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=["bf16", "fp32"], help="default: bf16 on a GPU, fp32 on the CPU")
     parser.add_argument("--arch", help="backbone (default: the profile's; small-cnn with --tiny)")
     parser.add_argument("--workers", type=int, help="CPU worker processes (default: cores - 2)")
+    parser.add_argument("--study", choices=["backbone"],
+                        help="instead of the gpu profile: the backbone-strength study (dartlib.backbone_study)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -203,6 +203,7 @@ ARCHITECTURES: Registry = Registry(
     {
         "resnet26": resnet26,
         "resnet26-w16": lambda num_classes: resnet26(num_classes, width=16),
+        "resnet26-w8": lambda num_classes: resnet26(num_classes, width=8),  # the backbone-strength study
         "small-cnn": small_cnn,
         "resnet50": resnet50,
         # ImageNet-pretrained initialisation, fine-tuned on a source domain (PACS, OfficeHome, DomainNet-126)

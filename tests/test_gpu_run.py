@@ -198,3 +198,28 @@ np.testing.assert_array_equal(corruptions.corrupt(images, corruption="frost", se
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO_ROOT)})
     assert done.returncode == 0, done.stderr
+
+
+def test_gpu_run_backbone_study_tiny_end_to_end(packed_folder, tmp_path):
+    """``--study backbone`` at its tiny size: the width-8 model and its g_phi trained, the committed
+    width-16 model used as committed, every study cell stored, the two paths timed and agreeing."""
+    _, path = packed_folder
+    out, work = tmp_path / "out", tmp_path / "work"
+    cmd = [sys.executable, "-m", "dartlib", "gpu-run", "--study", "backbone", "--tiny", "--packed", str(path),
+           "--out", str(out), "--work", str(work), "--workers", "2"]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO_ROOT), "DART_DEVICE": "cpu"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    files = sorted(f.name for f in out.iterdir())
+    assert files[:2] == ["alpha_validation_w8.csv", "backbone_study.csv"]
+    assert "cifar10-resnet26-w8-cpu-seed0.pt" in files and any(f.startswith("cifar10-resnet26-w8-cpu-seed0.dart-")
+                                                                for f in files)
+    study = pd.read_csv(out / "backbone_study.csv")
+    # points (w8, s5), (w16, s5), (w16, s4) x 2 corruptions x (3 rho = 1 cells + 4 IR cells)
+    assert len(study) == 3 * 2 * 7 and study.accuracy.between(0, 100).all()
+    assert set(study.params.str.extract(r"arch=([\w-]+)")[0]) == {"resnet26-w8", "resnet26-w16"}
+    comparison = json.loads((out / "path_comparison.json").read_text())
+    assert all(r["accuracy_standard"] == r["accuracy_fast"] for r in comparison["test_time"])
+    assert comparison["source_epoch"]["standard_seconds"] > 0
+    manifest = json.loads((work / "CIFAR-10-C" / "manifest.json").read_text())
+    assert manifest["severities"] == [4, 5]

@@ -41,7 +41,7 @@ test: setup ## unit tests plus nbval over the committed notebooks
 # Another CPU type rounds differently; changing the math libraries' kernels on this machine does the
 # same. The smoke results are recomputed from scratch under them (results/smoke/ and figures/smoke/
 # are regenerated outputs) and every notebook is checked again, notebook 99 comparing the numbers
-# with the stored values within tolerance (dartlib.reference).
+# with the stored values within tolerance (dartlib.reporting.reference).
 OTHER_KERNELS := ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE
 test-kernels: setup ## every notebook again, recomputed under other math kernels (another CPU type's rounding)
 	rm -rf results/smoke figures/smoke

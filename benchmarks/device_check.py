@@ -18,14 +18,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dartlib.bench import model_throughput
-from dartlib.dart import DartConfig
+from dartlib.perf.throughput import model_throughput
+from dartlib.dart.refiner import DartConfig
 from dartlib.data import load
 from dartlib.data.prepare import prepare_corrupted
-from dartlib.experiments import Cell
-from dartlib.intermediate import load_or_train_refiner
-from dartlib.table1 import TABLE1_METHODS, Table1Context, adapt_predictions, cell_stream
-from dartlib.training import checkpoint_path, load_checkpoint, train_source
+from dartlib.experiments.grid import Cell
+from dartlib.dart.intermediate import load_or_train_refiner
+from dartlib.experiments.engine import Table1Context, adapt_predictions, cell_stream
+from dartlib.experiments.table1 import TABLE1_METHODS
+from dartlib.models.training import checkpoint_path, load_checkpoint, train_source
 from dartlib.tta.note import load_or_finetune_iabn
 
 

@@ -37,8 +37,8 @@ def child(steps: int) -> None:
     import torch
 
     from dartlib.data import load
-    from dartlib.models import build
-    from dartlib.training import RECIPES, _augment, to_tensor
+    from dartlib.models.backbones import build
+    from dartlib.models.training import RECIPES, _augment, to_tensor
 
     if os.environ.get("PIN_DETERMINISTIC"):
         torch.use_deterministic_algorithms(True)

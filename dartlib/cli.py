@@ -74,7 +74,7 @@ def _cmd_data_prepare(args: argparse.Namespace) -> int:
 
 def _cmd_bench_corruptions(args: argparse.Namespace) -> int:
     from dartlib.data import load
-    from dartlib.data.corruption_bench import run_benchmark
+    from dartlib.perf.corruption_speed import run_benchmark
 
     images = load(args.dataset, split="test").images[: args.n]
     table = run_benchmark(images, severity=args.severity)
@@ -86,7 +86,7 @@ def _cmd_bench_corruptions(args: argparse.Namespace) -> int:
 def _cmd_bench_models(args: argparse.Namespace) -> int:
     import torch
 
-    from dartlib.bench import model_throughput
+    from dartlib.perf.throughput import model_throughput
     from dartlib.devices import default_device
 
     device = default_device()
@@ -99,10 +99,10 @@ def _cmd_bench_models(args: argparse.Namespace) -> int:
 def _profile_source(profile: str):
     """A profile's parameters, its trained source model (on the default device), the device and
     the profile's intermediate-training settings as a DartConfig."""
-    from dartlib.dart import DartConfig
+    from dartlib.dart.refiner import DartConfig
     from dartlib.devices import default_device
     from dartlib.profiles import load_profile
-    from dartlib.training import checkpoint_path, load_checkpoint
+    from dartlib.models.training import checkpoint_path, load_checkpoint
 
     p = load_profile(profile)
     device = default_device()
@@ -118,8 +118,8 @@ def _profile_source(profile: str):
 def _cmd_bench_refiners(args: argparse.Namespace) -> int:
     import torch
 
-    from dartlib.bench import shared_pass_speedup
-    from dartlib.dart import DartConfig
+    from dartlib.perf.throughput import shared_pass_speedup
+    from dartlib.dart.refiner import DartConfig
     from dartlib.data import load
 
     p, model, device, base = _profile_source(args.profile)
@@ -137,7 +137,7 @@ def _cmd_bench_refiners(args: argparse.Namespace) -> int:
 def _cmd_bench_dart(args: argparse.Namespace) -> int:
     import torch
 
-    from dartlib.bench import dart_overhead
+    from dartlib.perf.throughput import dart_overhead
     from dartlib.data import load
 
     p, model, device, config = _profile_source(args.profile)
@@ -155,7 +155,7 @@ def _cmd_bench_dart(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from dartlib.profiles import load_profile
-    from dartlib.training import load_checkpoint, train_source
+    from dartlib.models.training import load_checkpoint, train_source
 
     p = load_profile(args.profile) if args.profile else {}
     dataset = args.dataset or p.get("source_dataset")
@@ -175,7 +175,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_artefacts(args: argparse.Namespace) -> int:
-    from dartlib import artefacts
+    from dartlib.models import artefacts
 
     if args.action == "manifest":
         path = artefacts.write_manifest()
@@ -190,7 +190,7 @@ def _cmd_artefacts(args: argparse.Namespace) -> int:
 
 
 def _cmd_reference(args: argparse.Namespace) -> int:
-    from dartlib import reference
+    from dartlib.reporting import reference
 
     if args.action == "update":
         print(f"stored the results of profile {args.profile} in {reference.update_reference(args.profile)}")
@@ -203,7 +203,7 @@ def _cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from dartlib.claims import evaluate, render
+    from dartlib.reporting.claims import evaluate, render
     from dartlib.profiles import load_profile
 
     params = load_profile(args.profile)
@@ -217,12 +217,13 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dartlib import backbone_study, online
-    from dartlib.experiments import grid_status, parse_shard, run_grid, shard
+    from dartlib.experiments import backbone_study; from dartlib.experiments import online
+    from dartlib.experiments.grid import grid_status, parse_shard, run_grid, shard
     from dartlib.paths import NOTEBOOKS_DIR, results_dir
     from dartlib.profiles import load_profile
     from dartlib.runner import notebook_parameters
-    from dartlib.table1 import evaluate_cell, prepare_context, profile_cells
+    from dartlib.experiments.engine import evaluate_cell, prepare_context
+    from dartlib.experiments.table1 import profile_cells
 
     if args.shard:
         try:
@@ -280,13 +281,13 @@ def validation_filename(*, corrupted: bool, epochs: int) -> str:
 def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     import torch
 
-    from dartlib.dart import DartConfig
+    from dartlib.dart.refiner import DartConfig
     from dartlib.data import load
     from dartlib.data.corruptions import HOLDOUT_CORRUPTIONS
     from dartlib.paths import results_dir
     from dartlib.profiles import load_profile
-    from dartlib.training import load_checkpoint, train_source
-    from dartlib.validation import validate_alpha
+    from dartlib.models.training import load_checkpoint, train_source
+    from dartlib.experiments.validation import validate_alpha
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -298,7 +299,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     checkpoint = train_source(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"],
                               seed=p["seed"], progress=False)
     model, meta = load_checkpoint(checkpoint)
-    # the rule keeps the paper's alpha unless it costs too much (dartlib.validation), not the profile's current one
+    # the rule keeps the paper's alpha unless it costs too much (dartlib.experiments.validation), not the profile's current one
     config = DartConfig(alpha=load_profile("paper")["dart_alpha"], delta=p["dir_delta"], n_dir=p["dart_n_dir"],
                         batch_size=p["int_batch_size"], hidden=p["dart_hidden"], epochs=args.epochs,
                         per_class=p["dart_per_class"] or None, seed=p["seed"])
@@ -333,7 +334,7 @@ def _cmd_data_pack(args: argparse.Namespace) -> int:
 
 
 def _cmd_gpu_run(args: argparse.Namespace) -> int:
-    from dartlib.gpu_run import run
+    from dartlib.experiments.gpu_run import run
 
     return run(args)
 
@@ -375,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     pack.add_argument("--preset", type=int, default=6, help="lzma preset (default 6)")
     pack.set_defaults(func=_cmd_data_pack)
 
-    from dartlib.gpu_run import add_arguments as gpu_run_arguments
+    from dartlib.experiments.gpu_run import add_arguments as gpu_run_arguments
 
     gpu = sub.add_parser("gpu-run", help="the gpu profile's CIFAR-10 core end to end on one GPU (--tiny: on the CPU)")
     gpu_run_arguments(gpu)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from dartlib.ablations import VARIANTS, bnadapt_streams, evaluate_refiners, refined_accuracy, stream_order, variant_config
-from dartlib.dart import DartConfig
+from dartlib.experiments.ablations import VARIANTS, bnadapt_streams, evaluate_refiners, refined_accuracy, stream_order, variant_config
+from dartlib.dart.refiner import DartConfig
 from dartlib.data.sources import Dataset
-from dartlib.intermediate import train_refiner
-from dartlib.models import small_cnn
+from dartlib.dart.intermediate import train_refiner
+from dartlib.models.backbones import small_cnn
 from dartlib.registry import UnknownNameError
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from dartlib.confusion import confusion_rates, offdiagonal_similarity
-from dartlib.deviation import batch_deviation_table
+from dartlib.analysis.confusion import confusion_rates, offdiagonal_similarity
+from dartlib.analysis.deviation import batch_deviation_table
 
 
 def test_confusion_rates_are_row_normalised():

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dartlib import artefacts
+from dartlib.models import artefacts
 
 
 def test_every_committed_artefact_is_listed_with_its_sha256():

@@ -10,14 +10,14 @@ import pytest
 import torch
 from PIL import Image
 
-from dartlib import benchmarks
-from dartlib.benchmarks import BENCHMARKS, benchmark_cells, missing_data, prepare, run_benchmark, scenarios
+from dartlib.experiments import benchmarks
+from dartlib.experiments.benchmarks import BENCHMARKS, benchmark_cells, missing_data, prepare, run_benchmark, scenarios
 from dartlib.data.sources import DOMAIN_FOLDERS
-from dartlib.experiments import read_results
-from dartlib.models import small_cnn
+from dartlib.experiments.grid import read_results
+from dartlib.models.backbones import small_cnn
 from dartlib.registry import UnknownNameError
-from dartlib.table1 import _corrupted
-from dartlib.training import checkpoint_path, save_source
+from dartlib.experiments.engine import _corrupted
+from dartlib.models.training import checkpoint_path, save_source
 
 TINY_DART = {"epochs": 1, "n_dir": 4, "hidden": 16, "batch_size": 16}
 
@@ -194,7 +194,7 @@ def test_imagenet_c_keeps_released_224_crops_and_resizes_others(root):
 
 
 def test_paper_results_hold_each_benchmarks_tables():
-    from dartlib.benchmarks import paper_results
+    from dartlib.reporting.benchmark_tables import paper_results
 
     c100 = paper_results("cifar100c-imb")
     mean = c100[c100.corruption == "mean"].set_index(["method", "refiner", "shift_param"]).accuracy
@@ -212,7 +212,7 @@ def test_report_puts_our_benchmark_tables_beside_the_papers(root, monkeypatch):
     import pandas as pd
 
     from dartlib import paths
-    from dartlib.benchmarks import report
+    from dartlib.reporting.benchmark_tables import report
 
     monkeypatch.setattr(paths, "REPO_ROOT", root)  # tables go to <root>/results/fixture/tables
     cells = benchmark_cells("cifar100c-imb", corruptions=["gaussian_noise", "fog"], shift_params=[200],

@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from dartlib import claims
-from dartlib.experiments import SCHEMA
+from dartlib.reporting import claims
+from dartlib.experiments.grid import SCHEMA
 
 
 def test_every_claim_is_well_formed_and_its_paper_values_compute():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from dartlib.costs import COST_METHODS, cost_table
-from dartlib.dart import DartConfig, RefinementModule, Refiner
-from dartlib.models import resnet26, small_cnn
+from dartlib.perf.costs import COST_METHODS, cost_table
+from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
+from dartlib.models.backbones import resnet26, small_cnn
 
 
 def test_cost_rows_count_what_each_method_holds_and_trains():

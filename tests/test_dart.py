@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from dartlib import dart
+from dartlib.dart import refiner as dart
 from dartlib.data.sources import Dataset
-from dartlib.intermediate import load_or_train_refiner, refiner_path, train_refiner
-from dartlib.models import small_cnn
+from dartlib.dart.intermediate import load_or_train_refiner, refiner_path, train_refiner
+from dartlib.models.backbones import small_cnn
 
 
 def test_batch_statistics_definitions():
@@ -155,9 +155,9 @@ def test_severity_detector_standardises_its_input():
 def test_dart_split_detector_learns_to_separate_iid_from_dirichlet_batches(tiny_setup):
     """g_phi1 is trained with BCE (i.i.d. -> 0, Dirichlet -> 1); after training it must score
     the training batches it saw on the right side of 0.5, most of them."""
-    from dartlib.intermediate import CALIBRATION_STEPS, _imbalanced_batches
-    from dartlib.models import frozen_bn_adapted
-    from dartlib.training import to_tensor
+    from dartlib.dart.intermediate import CALIBRATION_STEPS, _imbalanced_batches
+    from dartlib.models.backbones import frozen_bn_adapted
+    from dartlib.models.training import to_tensor
 
     model, ds = tiny_setup
     config = dart.DartConfig(variant="dart-split", epochs=4, batch_size=16, hidden=16, n_dir=5, per_class=100)
@@ -289,7 +289,7 @@ def test_adaptive_temperature_is_the_running_mean_of_appendix_b():
 
 
 def test_dart_overhead_benchmark_measures_both_ratios(tiny_setup):
-    from dartlib.bench import dart_overhead
+    from dartlib.perf.throughput import dart_overhead
 
     model, ds = tiny_setup
     config = dart.DartConfig(batch_size=32, hidden=16, n_dir=5, per_class=100)
@@ -309,7 +309,7 @@ def _state(refiner) -> dict:
 def test_refiners_trained_in_one_pass_are_those_trained_alone(tiny_setup):
     from dataclasses import replace
 
-    from dartlib.intermediate import train_refiners
+    from dartlib.dart.intermediate import train_refiners
 
     model, ds = tiny_setup
     base = dart.DartConfig(epochs=2, batch_size=32, hidden=16, n_dir=5, per_class=100)
@@ -330,7 +330,7 @@ def test_refiners_trained_in_one_pass_are_those_trained_alone(tiny_setup):
 def test_load_or_train_refiners_trains_what_is_missing_once_per_batch_stream(tiny_setup, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from dartlib import intermediate
+    from dartlib.dart import intermediate
 
     model, ds = tiny_setup
     ckpt = tmp_path / "source.pt"
@@ -358,7 +358,7 @@ def test_load_or_train_refiners_trains_what_is_missing_once_per_batch_stream(tin
 def test_shared_pass_benchmark_times_both_ways(tiny_setup):
     from dataclasses import replace
 
-    from dartlib.bench import shared_pass_speedup
+    from dartlib.perf.throughput import shared_pass_speedup
 
     model, ds = tiny_setup
     base = dart.DartConfig(epochs=1, batch_size=32, hidden=16, n_dir=5, per_class=100)

@@ -23,8 +23,8 @@ def test_default_device_follows_the_environment(monkeypatch):
 def test_logit_statistics_leave_the_callers_model_alone():
     import numpy as np
 
-    from dartlib.intermediate import logit_statistics
-    from dartlib.models import small_cnn
+    from dartlib.dart.intermediate import logit_statistics
+    from dartlib.models.backbones import small_cnn
 
     torch.manual_seed(0)
     model = small_cnn(3).train()

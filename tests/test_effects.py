@@ -1,4 +1,4 @@
-"""DART's effect per stream, ours beside the paper's (dartlib.effects)."""
+"""DART's effect per stream, ours beside the paper's (dartlib.analysis.effects)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from dartlib.effects import direction, effect_summary, refiner_effects
-from dartlib.paper import load_table
+from dartlib.analysis.effects import direction, effect_summary, refiner_effects
+from dartlib.reporting.paper import load_table
 
 
 def _rows(values: dict[tuple[str, str, float, str], float], seeds=(0,)) -> pd.DataFrame:
@@ -66,7 +66,7 @@ def test_paper_full_tables_give_one_effect_per_method_and_corruption():
 
 
 def test_gain_against_accuracy_per_corruption_and_its_rank_correlation():
-    from dartlib.effects import gain_against_accuracy, rank_correlation
+    from dartlib.analysis.effects import gain_against_accuracy, rank_correlation
 
     ours = _rows({("bnadapt", "none", 1.0, "fog"): 70.0, ("bnadapt", "dart", 1.0, "fog"): 69.0,
                   ("bnadapt", "none", 1.0, "snow"): 60.0, ("bnadapt", "dart", 1.0, "snow"): 57.0,
@@ -82,7 +82,7 @@ def test_gain_against_accuracy_per_corruption_and_its_rank_correlation():
 
 
 def test_the_papers_own_rho_1_loss_sits_on_its_hardest_corruption():
-    from dartlib.effects import gain_against_accuracy
+    from dartlib.analysis.effects import gain_against_accuracy
 
     table = gain_against_accuracy(load_table("full_cifar10c_lt_rho1"))
     assert len(table) == 15

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dartlib.experiments import SCHEMA, Cell, grid, read_results, run_grid
+from dartlib.experiments.grid import SCHEMA, Cell, grid, read_results, run_grid
 
 
 def _grid():
@@ -63,7 +63,7 @@ def test_shards_split_a_grid_and_share_one_results_file(tmp_path):
     import threading
     import time
 
-    from dartlib.experiments import shard
+    from dartlib.experiments.grid import shard
 
     cells = _grid()
     parts = [shard(cells, f"{i}/2") for i in range(2)]
@@ -120,7 +120,7 @@ def test_rows_without_an_input_digest_are_reused_only_where_no_digest_is_known(t
 
 
 def test_grid_status_counts_current_stale_and_missing_cells_without_running(tmp_path):
-    from dartlib.experiments import grid_status
+    from dartlib.experiments.grid import grid_status
 
     path = tmp_path / "grid.csv"
     cells = _grid()

@@ -1,5 +1,5 @@
-"""The gpu profile's one-command run (dartlib.gpu_run) at its tiny size on the CPU, and the fast paths
-it uses (dartlib.gpu_fast, dartlib.data.packed) against the CPU path they stand in for."""
+"""The gpu profile's one-command run (dartlib.experiments.gpu_run) at its tiny size on the CPU, and the fast paths
+it uses (dartlib.experiments.gpu_fast, dartlib.data.packed) against the CPU path they stand in for."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from dartlib.dart import DartConfig
+from dartlib.dart.refiner import DartConfig
 from dartlib.data.sources import CIFAR10_CLASSES, Dataset, read_image_folder
 from dartlib.paths import REPO_ROOT
 
@@ -62,8 +62,8 @@ def test_packed_file_decodes_to_the_image_folder_pixels(packed_folder):
 
 
 def test_grouped_bn_adapt_equals_the_frozen_model_batch_by_batch():
-    from dartlib.gpu_fast import GroupedBNAdapt
-    from dartlib.models import build, frozen_bn_adapted
+    from dartlib.experiments.gpu_fast import GroupedBNAdapt
+    from dartlib.models.backbones import build, frozen_bn_adapted
 
     torch.manual_seed(0)
     model = build("resnet26-w16", num_classes=10)
@@ -76,9 +76,9 @@ def test_grouped_bn_adapt_equals_the_frozen_model_batch_by_batch():
 
 
 def test_fast_intermediate_training_matches_the_cpu_path():
-    from dartlib.gpu_fast import train_refiners_fast
-    from dartlib.intermediate import train_refiners
-    from dartlib.models import build
+    from dartlib.experiments.gpu_fast import train_refiners_fast
+    from dartlib.dart.intermediate import train_refiners
+    from dartlib.models.backbones import build
 
     torch.manual_seed(0)
     model = build("small-cnn", num_classes=10)
@@ -102,11 +102,11 @@ def test_fast_intermediate_training_matches_the_cpu_path():
 
 
 def test_fast_cells_equal_the_cpu_cells(tiny_corrupted):
-    from dartlib.experiments import Cell
-    from dartlib.gpu_fast import DeviceTestSets, evaluate_cell_fast, fast_context
-    from dartlib.intermediate import train_refiner
-    from dartlib.models import build
-    from dartlib.table1 import Table1Context, evaluate_cell
+    from dartlib.experiments.grid import Cell
+    from dartlib.experiments.gpu_fast import DeviceTestSets, evaluate_cell_fast, fast_context
+    from dartlib.dart.intermediate import train_refiner
+    from dartlib.models.backbones import build
+    from dartlib.experiments.engine import Table1Context, evaluate_cell
 
     torch.manual_seed(0)
     model = build("small-cnn", num_classes=10).eval()
@@ -167,8 +167,8 @@ def test_gpu_run_tiny_end_to_end(packed_folder, tmp_path):
 def test_gpu_run_imports_without_papermill():
     code = ("import sys; sys.modules['papermill'] = None; sys.modules['nbformat'] = None; "
             "sys.modules['torchvision'] = None; sys.modules['sklearn'] = None; sys.modules['seaborn'] = None; "
-            "import dartlib.cli, dartlib.gpu_run, dartlib.gpu_fast, dartlib.data.packed, dartlib.table1, dartlib.online, "
-            "dartlib.validation, dartlib.training, dartlib.experiments, dartlib.profiles, dartlib.devices; "
+            "import dartlib.cli, dartlib.experiments.gpu_run, dartlib.experiments.gpu_fast, dartlib.data.packed, dartlib.experiments.engine, dartlib.experiments.online, "
+            "dartlib.experiments.validation, dartlib.models.training, dartlib.experiments.grid, dartlib.profiles, dartlib.devices; "
             "dartlib.cli.build_parser().parse_args(['gpu-run', '--out', 'x', '--tiny'])")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO_ROOT)})

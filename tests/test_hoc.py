@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dartlib.hoc import consensus, fit_transition, hoc_estimate, nearest_neighbours, transition_matrix
+from dartlib.analysis.hoc import consensus, fit_transition, hoc_estimate, nearest_neighbours, transition_matrix
 
 
 def test_nearest_neighbours_exclude_the_sample_itself():

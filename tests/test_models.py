@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dartlib import models as M
+from dartlib.models import backbones as M
 
 
 def test_resnet26_parameter_counts():
@@ -78,7 +78,7 @@ def test_conjugate_pl_checkpoint_format(tmp_path):
 
 
 def test_registry_and_resnet50_weights_error(monkeypatch, tmp_path):
-    with pytest.raises(KeyError, match="valid names: resnet26, resnet26-w16, small-cnn, resnet50"):
+    with pytest.raises(KeyError, match="valid names: resnet26, resnet26-w16, resnet26-w8, small-cnn, resnet50"):
         M.build("vgg", num_classes=10)
     assert M.count_parameters(M.resnet50(7)) == 23_522_375
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
@@ -92,7 +92,7 @@ def test_training_is_deterministic_and_resumable(tmp_path, monkeypatch):
 
     import numpy as np
 
-    from dartlib import training
+    from dartlib.models import training
 
     rng = np.random.default_rng(0)
     folder = tmp_path / "fm"

@@ -1,9 +1,9 @@
 """Notebook 11's online-imbalance grid, shared by the notebook and the sharded CLI."""
 
 from dartlib import cli
-from dartlib.online import ROW_ORDER, online_cells, profile_cells
+from dartlib.experiments.online import ROW_ORDER, online_cells, profile_cells
 from dartlib.profiles import load_profile
-from dartlib.report import row_label
+from dartlib.reporting.tables import row_label
 
 
 def test_online_cells_cover_the_bnadapt_family_and_split_with_tta_methods():

@@ -384,7 +384,7 @@ def test_shared_rows_agree_across_tables():
 
 
 def test_loader(monkeypatch, tmp_path):
-    from dartlib import paper
+    from dartlib.reporting import paper
 
     monkeypatch.chdir(tmp_path)  # paths must not depend on the working directory
     assert set(paper.TABLES) == set(FILE_LABEL)

@@ -1,10 +1,10 @@
-"""dartlib.reference: results compared with stored values within stated tolerances."""
+"""dartlib.reporting.reference: results compared with stored values within stated tolerances."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from dartlib import reference
+from dartlib.reporting import reference
 
 
 def _table(acc, n=600):

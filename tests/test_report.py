@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dartlib import report
+from dartlib.reporting import tables as report
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -67,7 +67,7 @@ def test_row_order():
 
 
 def test_parse_params_reads_both_separators():
-    from dartlib.report import parse_params
+    from dartlib.reporting.tables import parse_params
 
     assert parse_params("int_batch=32;hidden=250") == {"int_batch": "32", "hidden": "250"}
     assert parse_params("alpha=0.1,limit=1000") == {"alpha": "0.1", "limit": "1000"}
@@ -77,7 +77,7 @@ def test_parse_params_reads_both_separators():
 def test_beside_paper_averages_per_seed_and_writes(tmp_path, monkeypatch):
     import pandas as pd
 
-    from dartlib import report
+    from dartlib.reporting import tables as report
 
     monkeypatch.setattr(report, "results_dir", lambda profile: tmp_path / profile)
     rows = pd.DataFrame({"method": "bnadapt", "refiner": "none", "shift_param": 1.0, "seed": [0, 0, 1, 1],
@@ -90,7 +90,7 @@ def test_beside_paper_averages_per_seed_and_writes(tmp_path, monkeypatch):
 def test_beside_paper_drops_the_delta_where_our_mean_covers_other_corruptions(tmp_path, monkeypatch):
     import pandas as pd
 
-    from dartlib import report
+    from dartlib.reporting import tables as report
 
     monkeypatch.setattr(report, "results_dir", lambda profile: tmp_path / profile)
     rows = pd.DataFrame({"method": ["bnadapt"] * 3 + ["tent"] * 2, "refiner": "none", "shift_param": 1.0, "seed": 0,

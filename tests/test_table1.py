@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from dartlib.dart import DartConfig, RefinementModule, Refiner
-from dartlib.experiments import run_grid
-from dartlib.models import small_cnn
-from dartlib.table1 import TABLE1_METHODS, Table1Context, evaluate_cell, table1_cells
+from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
+from dartlib.experiments.grid import run_grid
+from dartlib.models.backbones import small_cnn
+from dartlib.experiments.engine import Table1Context, evaluate_cell
+from dartlib.experiments.table1 import TABLE1_METHODS, table1_cells
 from dartlib.tta.note import to_iabn
 
 
@@ -38,7 +39,7 @@ def test_every_table1_method_runs_with_and_without_dart(tiny_corrupted, tmp_path
 
 
 def test_stream_limit_keeps_the_first_images_of_the_lt_order():
-    from dartlib.table1 import stream_order
+    from dartlib.experiments.engine import stream_order
 
     labels = np.repeat(np.arange(10), 100)
     full, limited = (stream_order(labels, c) for c in
@@ -47,7 +48,7 @@ def test_stream_limit_keeps_the_first_images_of_the_lt_order():
 
 
 def test_unknown_refiner_names_are_refused():
-    from dartlib.experiments import Cell
+    from dartlib.experiments.grid import Cell
 
     context = Table1Context(source=small_cnn(10, width=4).eval(), refiner=None)
     cell = Cell(dataset="x", shift="lt", shift_param=1.0, corruption="fog", severity=5, method="bnadapt", refiner="dart")
@@ -58,7 +59,7 @@ def test_unknown_refiner_names_are_refused():
 def test_shared_source_logits_change_no_prediction(tiny_corrupted):
     """The memoised f_theta0_bar gives every method with DART (and ODS's tracker) exactly the
     predictions of a fresh frozen copy per cell."""
-    from dartlib.table1 import adapt_predictions, cell_stream
+    from dartlib.experiments.engine import adapt_predictions, cell_stream
 
     torch.manual_seed(0)
     source = small_cnn(10, width=4).eval()
@@ -91,8 +92,8 @@ def test_shared_source_logits_change_no_prediction(tiny_corrupted):
 
 
 def test_stream_protocols_of_the_appendix_tables():
-    from dartlib.experiments import Cell
-    from dartlib.table1 import stream_order
+    from dartlib.experiments.grid import Cell
+    from dartlib.experiments.engine import stream_order
 
     labels = np.repeat(np.arange(10), 100)
 
@@ -115,8 +116,8 @@ def test_stream_protocols_of_the_appendix_tables():
 def test_mixed_stream_pools_every_corruption(tmp_path, monkeypatch):
     from dartlib.data import sources
     from dartlib.data.corruptions import CORRUPTIONS
-    from dartlib.experiments import Cell
-    from dartlib.table1 import cell_stream
+    from dartlib.experiments.grid import Cell
+    from dartlib.experiments.engine import cell_stream
 
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
     folder = sources.corrupted_dir("fmnistc")
@@ -135,7 +136,7 @@ def test_mixed_stream_pools_every_corruption(tmp_path, monkeypatch):
 
 def test_cifar10_1_lt_cells_run_from_the_release_layout(tmp_path, monkeypatch):
     """CIFAR-10.1-LT (Table 1's natural-shift column): the npy release layout, LT streams, +-DART."""
-    from dartlib.experiments import run_grid
+    from dartlib.experiments.grid import run_grid
 
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
     folder = tmp_path / "CIFAR-10.1"
@@ -173,7 +174,7 @@ def test_cell_inputs_follow_the_refiner_a_cell_uses():
 def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch):
     """``grid --status`` (``trained_only``): the committed smoke models load, no data is read or
     generated and nothing trains; the digests equal those of the full context's."""
-    from dartlib import table1
+    from dartlib.experiments import engine as table1
     from dartlib.profiles import load_profile
 
     def forbidden(*args, **kwargs):
@@ -185,16 +186,18 @@ def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch):
             "test_batch_size", "note_finetune_epochs", "note_per_class", "memo_augmentations")
     monkeypatch.setattr(table1, "load", forbidden)
     monkeypatch.setattr("dartlib.data.prepare.ensure_corrupted", forbidden)
-    monkeypatch.setattr("dartlib.training.train_source", forbidden)
-    monkeypatch.setattr("dartlib.intermediate.train_refiners", forbidden)
+    monkeypatch.setattr("dartlib.models.training.train_source", forbidden)
+    monkeypatch.setattr("dartlib.dart.intermediate.train_refiners", forbidden)
     context, meta = table1.prepare_context(**{k: p[k] for k in keys}, device="cpu", trained_only=True)
-    cell = table1.profile_cells(p)[1]
+    from dartlib.experiments.table1 import profile_cells
+
+    cell = profile_cells(p)[1]
     assert meta["arch"] == "small-cnn" and context.refiner is not None and context.iabn is not None
     assert len(context.inputs(cell)) == 16
 
 
 def test_status_context_names_a_missing_trained_input(tmp_path, monkeypatch):
-    from dartlib import table1
+    from dartlib.experiments import engine as table1
     from dartlib.profiles import load_profile
 
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))

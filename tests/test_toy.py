@@ -1,4 +1,4 @@
-"""dartlib.toy: the closed forms of Appendix C, checked entry by entry."""
+"""dartlib.analysis.toy: the closed forms of Appendix C, checked entry by entry."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from dartlib import toy
+from dartlib.analysis import toy
 
 PHI = norm.cdf
 

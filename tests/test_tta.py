@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from dartlib import tta
-from dartlib.dart import DartConfig, RefinementModule, Refiner
-from dartlib.models import bn_layers, small_cnn
+from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
+from dartlib.models.backbones import bn_layers, small_cnn
 
 
 def _model():
@@ -159,7 +159,7 @@ def test_lame_knn_and_fixed_point():
 
 
 def test_sar_skips_the_last_stage_lowers_the_loss_and_resets():
-    from dartlib.models import resnet26
+    from dartlib.models.backbones import resnet26
 
     torch.manual_seed(0)
     model = resnet26(5, width=2).eval()

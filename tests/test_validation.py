@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 import torch
 
-from dartlib.dart import DartConfig, RefinementModule, Refiner
+from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.data.sources import Dataset
-from dartlib.models import small_cnn
-from dartlib.validation import choose_alpha, heldout_rows, holdout_split
+from dartlib.models.backbones import small_cnn
+from dartlib.experiments.validation import choose_alpha, heldout_rows, holdout_split
 
 
 def test_holdout_split_is_disjoint_and_class_balanced():
@@ -56,7 +56,7 @@ def test_with_corrupted_streams_the_rule_reads_their_mean_loss_not_the_clean_one
 
 
 def test_corrupted_heldout_keeps_labels_and_changes_images():
-    from dartlib.validation import corrupted_heldout
+    from dartlib.experiments.validation import corrupted_heldout
 
     rng = np.random.default_rng(0)
     held = Dataset("fixture", "train-heldout", rng.integers(0, 256, (20, 32, 32, 3), dtype=np.uint8),

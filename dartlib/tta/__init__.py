@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from dartlib.dart import Refiner
+from dartlib.dart.refiner import Refiner
 from dartlib.registry import Registry
 from dartlib.tta.base import Adapter
 from dartlib.tta.basic import BNAdapt, NoAdapt, PseudoLabel, Tent, entropy

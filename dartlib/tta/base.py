@@ -16,8 +16,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from dartlib.dart import Refiner
-from dartlib.models import frozen_bn_adapted
+from dartlib.dart.refiner import Refiner
+from dartlib.models.backbones import frozen_bn_adapted
 
 
 class Adapter(abc.ABC):

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart import Refiner, norm_preserving
-from dartlib.models import set_trainable, use_batch_statistics, use_source_statistics
+from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.models.backbones import set_trainable, use_batch_statistics, use_source_statistics
 from dartlib.tta.base import Adapter
 
 ENTROPY_NORMALISATIONS = ("sum", "mean")

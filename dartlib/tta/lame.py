@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart import Refiner
-from dartlib.models import use_batch_statistics, use_source_statistics
+from dartlib.dart.refiner import Refiner
+from dartlib.models.backbones import use_batch_statistics, use_source_statistics
 from dartlib.tta.base import Adapter
 
 BN_MODES = ("batch", "source")

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart import Refiner, norm_preserving
-from dartlib.models import use_source_statistics
+from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.models.backbones import use_source_statistics
 from dartlib.tta.basic import _GradientAdapter
 
 BN_MODES = ("batch", "source")
@@ -49,7 +49,7 @@ class Memo(_GradientAdapter):
         self.generator = torch.Generator().manual_seed(seed)
 
     def _views(self, x: torch.Tensor) -> torch.Tensor:
-        from dartlib.training import _augment
+        from dartlib.models.training import _augment
 
         return torch.stack([_augment(x.cpu(), "rrc-flip", self.generator).to(x.device) for _ in range(self.n_augmentations)])
 

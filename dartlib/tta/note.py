@@ -22,9 +22,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from dartlib import __version__
-from dartlib.dart import Refiner
-from dartlib.models import bn_layers, frozen_bn_adapted, set_trainable
-from dartlib.training import load_weights
+from dartlib.dart.refiner import Refiner
+from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
+from dartlib.models.training import load_weights
 from dartlib.tta.base import Adapter
 from dartlib.tta.basic import entropy, make_optimizer
 
@@ -33,7 +33,7 @@ class IABN2d(nn.Module):
     """Instance-aware BN: per-sample (instance) mean and variance are pulled towards the BN
     statistics unless they deviate by more than k standard errors, by soft-shrinkage of the
     difference; the result normalises the sample. The wrapped ``bn`` keeps the affine
-    parameters and running statistics, so the BN helpers of :mod:`dartlib.models` apply: in
+    parameters and running statistics, so the BN helpers of :mod:`dartlib.models.backbones` apply: in
     training or BN-adapt mode the BN statistics are the batch's, otherwise the running ones."""
 
     def __init__(self, bn: nn.BatchNorm2d, *, k: float = 4.0) -> None:
@@ -88,7 +88,7 @@ def finetune_iabn(
     ``per_class`` restricts it to a class-balanced subset (reduced profiles)."""
     from dartlib.data.protocols import class_balanced
     from dartlib.data.sources import Dataset
-    from dartlib.training import sgd_epoch
+    from dartlib.models.training import sgd_epoch
 
     if per_class:
         keep = np.sort(class_balanced(train.labels, per_class=per_class, seed=seed))

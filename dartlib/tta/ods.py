@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart import Refiner, norm_preserving
-from dartlib.models import frozen_bn_adapted
+from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.tta.basic import _GradientAdapter
 from dartlib.tta.lame import knn_affinity, laplacian_solution
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart import Refiner, norm_preserving
+from dartlib.dart.refiner import Refiner, norm_preserving
 from dartlib.tta.basic import _GradientAdapter
 
 
@@ -64,7 +64,7 @@ class Roid(_GradientAdapter):
         self.class_probs = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        from dartlib.training import _augment
+        from dartlib.models.training import _augment
 
         wb = self.affine(x)
         logits = self.model(x)

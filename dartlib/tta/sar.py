@@ -14,8 +14,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart import Refiner, norm_preserving
-from dartlib.models import bn_layers
+from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.models.backbones import bn_layers
 from dartlib.tta.basic import _GradientAdapter
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from dartlib import toy
+from dartlib.analysis import toy
 
 CLASS_NAMES = ("1", "2", "3", "4")
 

@@ -5,7 +5,7 @@ last bits, and a 2-epoch smoke model or a test-time method amplifies that into p
 So the small trained models that the notebooks' results depend on are committed under
 ``data/checkpoints/``: the smoke profile's source model, its refiners g_phi and NOTE's IABN copy,
 and the cpu profile's source model, refiners and IABN copy. A fresh clone loads them instead of
-training, and the input digests of the committed results (:meth:`dartlib.table1.Table1Context.inputs`)
+training, and the input digests of the committed results (:meth:`dartlib.experiments.engine.Table1Context.inputs`)
 match on any machine. ``MANIFEST.json`` beside them lists each file with its sha256, size, kind
 and provenance (recipe or g_phi config, training-data digest, library version, device); a test
 checks every committed file against it. Training still happens when a file is absent (or the data
@@ -100,7 +100,7 @@ def write_manifest(directory: Path = COMMITTED_DIR) -> Path:
     entries = [describe(p) for p in committed_files(directory)]
     manifest = {
         "about": "trained artefacts committed so that every machine computes from the same weights "
-                 "(dartlib.artefacts); regenerate with `python -m dartlib artefacts manifest`",
+                 "(dartlib.models.artefacts); regenerate with `python -m dartlib artefacts manifest`",
         "total_bytes": sum(e["bytes"] for e in entries),
         "files": entries,
     }
@@ -148,7 +148,7 @@ def retrain_and_compare(*, dataset: str, arch: str, recipe: str, seed: int, comm
     import tempfile
 
     from dartlib.data.sources import load
-    from dartlib.training import load_checkpoint, train_source
+    from dartlib.models.training import load_checkpoint, train_source
 
     with tempfile.TemporaryDirectory(prefix="dart-retrain-") as scratch:
         fresh = train_source(dataset=dataset, arch=arch, recipe=recipe, seed=seed, progress=False,

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dartlib.experiments.grid import parse_params  # noqa: F401 - the params column, read here too
+
 from dartlib.paths import results_dir
 
 METHOD_NAMES = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "NOTE", "delta": "DELTA",
@@ -25,14 +27,6 @@ def row_label(method: str, refiner: str) -> str:
     if refiner in ("none", ""):
         return name
     return f"{name}+{ {'dart': 'DART', 'dart-split': 'DART-split'}.get(refiner, refiner)}"
-
-
-def parse_params(params: str) -> dict[str, str]:
-    """``"int_batch=32;hidden=250"`` or ``"alpha=0.1,limit=1000"`` -> a dict of strings (the
-    ``params`` column of the results schema; empty -> {})."""
-    if not isinstance(params, str) or not params:
-        return {}
-    return dict(item.split("=", 1) for item in params.replace(";", ",").split(",") if item)
 
 
 def _column_label(value) -> str:

@@ -12,8 +12,8 @@ from tqdm import tqdm
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.protocols import batches
 from dartlib.data.sources import load
-from dartlib.models import use_batch_statistics, use_source_statistics
-from dartlib.training import batch_accuracy, to_tensor
+from dartlib.models.backbones import use_batch_statistics, use_source_statistics
+from dartlib.models.training import batch_accuracy, to_tensor
 
 RESULT_COLUMNS = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner",
                   "seed", "n", "accuracy"]

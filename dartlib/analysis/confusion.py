@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dartlib.evaluation import stream_logits
+from dartlib.models.evaluation import stream_logits
 
 
 def confusion_rates(predictions: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:

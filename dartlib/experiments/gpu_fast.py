@@ -4,9 +4,9 @@ which stays as it is.
 - :func:`train_source_fast`: source training with the whole training set resident on the device
   as uint8, the augmentation (pad-4 crop + flip, flip, or random-resized-crop + flip) done there
   per batch, bfloat16 autocast and channels-last on a GPU, no host round trip per step; writes a
-  checkpoint in :mod:`dartlib.training`'s format, at its path, so every loader finds it.
+  checkpoint in :mod:`dartlib.models.training`'s format, at its path, so every loader finds it.
 - :func:`train_refiners_fast`: g_phi's intermediate training (Algorithm 1; DART-split's
-  Algorithm 3) on the same intermediate batches as :func:`dartlib.intermediate.train_refiners`,
+  Algorithm 3) on the same intermediate batches as :func:`dartlib.dart.intermediate.train_refiners`,
   with D_int resident on the device, the frozen classifier's forward passes of many steps done in
   one call (each batch of 64 still normalised with its own statistics: :class:`GroupedBNAdapt`),
   the DART refiners that differ only in alpha trained as one stacked module, and the per-step
@@ -32,11 +32,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from dartlib import __version__
-from dartlib.dart import DartConfig, Refiner, RefinementModule, cosine_lr
+from dartlib.dart.refiner import DartConfig, Refiner, RefinementModule, cosine_lr
 from dartlib.data.protocols import class_balanced
 from dartlib.data.sources import Dataset, load
-from dartlib.models import BN_TYPES, build, frozen_bn_adapted
-from dartlib.table1 import SharedSourceLogits, Table1Context, cell_options, cell_stream
+from dartlib.models.backbones import BN_TYPES, build, frozen_bn_adapted
+from dartlib.experiments.engine import SharedSourceLogits, Table1Context, cell_options, cell_stream
 
 # --------------------------------------------------------------------------- device data
 
@@ -48,7 +48,7 @@ def device_images(images: np.ndarray, device: str) -> torch.Tensor:
 
 def to_float(x: torch.Tensor) -> torch.Tensor:
     """uint8 NHWC (on any device) -> float NCHW in [0, 1], the values of
-    :func:`dartlib.training.to_tensor`; on a GPU the result is channels-last in memory."""
+    :func:`dartlib.models.training.to_tensor`; on a GPU the result is channels-last in memory."""
     out = x.permute(0, 3, 1, 2).float().div_(255.0)
     return out if out.is_cuda else out.contiguous()
 
@@ -96,7 +96,7 @@ def augment_fast(x: torch.Tensor, kind: str, gen: torch.Generator) -> torch.Tens
 
     ``crop-flip``: zero-pad 4 pixels, random 32 x 32 crop, horizontal flip with probability 1/2
     (one gather); ``flip``: the flip only; ``rrc-flip``: RandomResizedCrop(scale=(0.2, 1),
-    ratio=(3/4, 4/3)) + flip, as :func:`dartlib.training._augment` does it."""
+    ratio=(3/4, 4/3)) + flip, as :func:`dartlib.models.training._augment` does it."""
     n, h, w, _ = x.shape
     dev = x.device
     flip = torch.rand(n, generator=gen, device=dev) < 0.5
@@ -147,11 +147,11 @@ def train_source_fast(
     time_budget: float | None = None, max_epochs: int | None = None, progress: bool = True, log=print,
 ) -> tuple[Path, dict]:
     """Train a source classifier with the data resident on ``device``; returns the checkpoint's path
-    (:func:`dartlib.training.checkpoint_path`, the format of :func:`dartlib.training.train_source`)
+    (:func:`dartlib.models.training.checkpoint_path`, the format of :func:`dartlib.models.training.train_source`)
     and throughput figures. ``time_budget`` (seconds): after the first epoch, the number of epochs
     is cut to what fits (the cosine schedule then spans the epochs actually run; the checkpoint's
     ``recipe_values`` and ``epochs`` say so). ``max_epochs`` caps the recipe's epochs the same way."""
-    from dartlib.training import RECIPES, checkpoint_path, lr_at
+    from dartlib.models.training import RECIPES, checkpoint_path, lr_at
 
     rec = RECIPES[recipe]
     if max_epochs is not None:
@@ -237,7 +237,7 @@ def train_source_fast(
         "recipe": recipe, "recipe_values": dataclasses.asdict(rec_run), "epochs": epochs, "seed": seed,
         "clean_test_accuracy": history[-1]["test_acc"], "history": history, "train_seconds": elapsed,
         "device": device, "dartlib_version": __version__, "torch_version": str(torch.__version__),
-        "fast_path": "dartlib.gpu_fast.train_source_fast", "precision": precision if cuda else "fp32",
+        "fast_path": "dartlib.experiments.gpu_fast.train_source_fast", "precision": precision if cuda else "fp32",
         "channels_last": cuda, "images_per_second": throughput,
     }
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -321,7 +321,7 @@ class _StackedDart:
     def __init__(self, configs: list[DartConfig], *, num_classes: int, total: int, device: str) -> None:
         self.configs, self.k, self.total, self.device = configs, num_classes, total, device
         weights = []
-        for config in configs:  # initialised exactly as dartlib.intermediate._Learner does
+        for config in configs:  # initialised exactly as dartlib.dart.intermediate._Learner does
             torch.manual_seed(config.seed)
             weights.append(RefinementModule(num_classes, hidden=config.hidden).state_dict())
         self.params = [torch.stack([w[name] for w in weights]).to(device).requires_grad_(True)
@@ -378,7 +378,7 @@ class _SplitLearner:
     """DART-split's g_phi2 (reads p_bar) and detector g_phi1 (Algorithm 3), losses logged on the device."""
 
     def __init__(self, config: DartConfig, *, num_classes: int, total: int, device: str) -> None:
-        from dartlib.intermediate import _build
+        from dartlib.dart.intermediate import _build
 
         torch.manual_seed(config.seed)
         module, detector = _build(config, num_classes)
@@ -428,13 +428,13 @@ def train_refiners_fast(
     model: nn.Module, train: Dataset, configs: list[DartConfig], *, device: str = "cuda", precision: str = "bf16",
     chunk_steps: int = 16, max_steps: int | None = None, progress: bool = False, log=print,
 ) -> tuple[list[tuple[Refiner, list[dict]]], dict]:
-    """:func:`dartlib.intermediate.train_refiners` with the fast path (module docstring): the same
+    """:func:`dartlib.dart.intermediate.train_refiners` with the fast path (module docstring): the same
     intermediate batches (Dirichlet and i.i.d., per epoch), the same initialisation, the same
     cosine schedule. Every config must share the intermediate stream, the number of epochs and the
     learning rate; DART configs must be the affine residual g_phi with inputs (p_bar, d) (the
     paper's), DART-split ones likewise. Returns [(refiner on the CPU, log)] in the order of
     ``configs`` and timing figures (steps per second, forward images per second)."""
-    from dartlib.intermediate import CALIBRATION_STEPS, _imbalanced_batches, stream_signature
+    from dartlib.dart.intermediate import CALIBRATION_STEPS, _imbalanced_batches, stream_signature
 
     if not configs:
         return [], {}
@@ -466,7 +466,7 @@ def train_refiners_fast(
         return frozen(to_float(images[idx]), group=bs).view(len(batches), bs, -1)
 
     def stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        log_p = F.log_softmax(logits, dim=-1)  # per batch: dartlib.dart.batch_statistics
+        log_p = F.log_softmax(logits, dim=-1)  # per batch: dartlib.dart.refiner.batch_statistics
         return log_p.exp().mean(1), -log_p.mean(2).mean(1)
 
     forward_images = 0
@@ -517,10 +517,10 @@ def load_or_train_refiners_fast(
     checkpoint: Path, model: nn.Module, train: Dataset, configs: list[DartConfig], *, device: str,
     precision: str = "bf16", tag: str = "", progress: bool = False, log=print,
 ) -> tuple[list[tuple[Refiner, list[dict]]], dict]:
-    """:func:`dartlib.intermediate.load_or_train_refiners` with :func:`train_refiners_fast`: the
-    refiners are saved beside ``checkpoint`` under :func:`dartlib.intermediate.refiner_path`, so the
+    """:func:`dartlib.dart.intermediate.load_or_train_refiners` with :func:`train_refiners_fast`: the
+    refiners are saved beside ``checkpoint`` under :func:`dartlib.dart.intermediate.refiner_path`, so the
     standard loaders reuse them."""
-    from dartlib.intermediate import _load, _save, refiner_path
+    from dartlib.dart.intermediate import _load, _save, refiner_path
 
     paths = [refiner_path(checkpoint, c, tag=tag) for c in configs]
     missing = [(p, c) for p, c in zip(paths, configs) if not p.is_file()]
@@ -532,7 +532,7 @@ def load_or_train_refiners_fast(
         for (path, _), (refiner, log_rows) in zip(missing, trained):
             _save(path, refiner, log_rows, checkpoint=checkpoint, train=train, device=device,
                   timing={"seconds": timing["seconds"], "trained_with": len(missing),
-                          "fast_path": "dartlib.gpu_fast.train_refiners_fast", "precision": precision})
+                          "fast_path": "dartlib.experiments.gpu_fast.train_refiners_fast", "precision": precision})
             fresh[path] = (refiner, log_rows)
     return [fresh[p] if p in fresh else _load(p) for p in paths], timing
 
@@ -541,7 +541,7 @@ def load_or_train_refiners_fast(
 
 
 class StreamSourceLogits(SharedSourceLogits):
-    """:class:`dartlib.table1.SharedSourceLogits` keyed by the test stream and the batch index
+    """:class:`dartlib.experiments.engine.SharedSourceLogits` keyed by the test stream and the batch index
     (``key``, set by the caller before each batch) instead of a digest of the batch's bytes, so no
     batch is copied to the host. With ``key`` None it hashes the bytes as its parent does."""
 
@@ -585,7 +585,7 @@ class FastCounter:
 
 def evaluate_cell_fast(cell, context: Table1Context, test_sets: DeviceTestSets, *, counter: FastCounter | None = None
                        ) -> dict:
-    """:func:`dartlib.table1.evaluate_cell` on device-resident data: the stream's batches are
+    """:func:`dartlib.experiments.engine.evaluate_cell` on device-resident data: the stream's batches are
     indexed on the device, predictions counted there, one host read per cell. A context whose
     shared f_theta0_bar is a :class:`StreamSourceLogits` gets its memo keyed by (stream, batch)."""
     if "pool" in cell_options(cell):
@@ -593,7 +593,7 @@ def evaluate_cell_fast(cell, context: Table1Context, test_sets: DeviceTestSets, 
     start = time.perf_counter()
     torch.manual_seed(cell.seed)
     images, labels_dev, labels = test_sets.get(cell)
-    from dartlib.table1 import stream_order
+    from dartlib.experiments.engine import stream_order
 
     order = stream_order(labels, cell)
     options = cell_options(cell)
@@ -624,7 +624,7 @@ def evaluate_cell_fast(cell, context: Table1Context, test_sets: DeviceTestSets, 
 
 def fast_context(source: nn.Module, refiner: Refiner | None, *, device: str, precision: str, batch_size: int,
                  refiners: dict | None = None, shared: StreamSourceLogits | None = None) -> Table1Context:
-    """A :class:`dartlib.table1.Table1Context` whose source model lives on ``device`` (each cell's
+    """A :class:`dartlib.experiments.engine.Table1Context` whose source model lives on ``device`` (each cell's
     copy is made there), with bfloat16 forwards when ``precision == "bf16"`` on a GPU, and a
     :class:`StreamSourceLogits` memo (``shared``, or a new one)."""
     context = Table1Context(source=source, refiner=refiner, batch_size=batch_size, device=device,

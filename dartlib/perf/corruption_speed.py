@@ -6,7 +6,7 @@ severity number it does different work per image (e.g. JPEG quality 7 instead of
 pixelate to 25% with NEAREST up-sampling, other zoom factors and blur radii); the timing
 compares generators, not identical outputs. Both run in this process on the same images.
 
-Run ``python -m dartlib.data.corruption_bench`` to time 1,000 CIFAR-10 test images.
+Run ``python -m dartlib.perf.corruption_speed`` to time 1,000 CIFAR-10 test images.
 """
 
 from __future__ import annotations

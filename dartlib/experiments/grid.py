@@ -9,7 +9,7 @@ sharing one results file take a lock around each append, so none overwrites anot
 
 A cell's key names its configuration, not the trained inputs it was computed with (the source
 model, g_phi, NOTE's IABN copy). Callers that know those pass ``inputs`` (a digest per cell, e.g.
-:meth:`dartlib.table1.Table1Context.inputs`); it is stored with the row, and a stored row whose
+:meth:`dartlib.experiments.engine.Table1Context.inputs`); it is stored with the row, and a stored row whose
 digest differs from the current one is computed again and replaced, so retraining g_phi with
 other settings never leaves results of the old one in a table. A row without a digest (written
 by a caller that passes none) is reused by such callers only; where a digest is known, a row
@@ -215,3 +215,11 @@ def run_grid(
     done = done[done["key"].astype(str).isin(position)]
     order = done["key"].astype(str).map(position)
     return done.iloc[order.argsort(kind="stable").to_numpy()].reset_index(drop=True)
+
+
+def parse_params(params: str) -> dict[str, str]:
+    """``"int_batch=32;hidden=250"`` or ``"alpha=0.1,limit=1000"`` -> a dict of strings (the
+    ``params`` column of the results schema; empty -> {})."""
+    if not isinstance(params, str) or not params:
+        return {}
+    return dict(item.split("=", 1) for item in params.replace(";", ",").split(",") if item)

@@ -27,12 +27,12 @@ import pandas as pd
 import torch
 from torch import nn
 
-from dartlib.dart import DartConfig, Refiner
+from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.corruptions import corrupt
 from dartlib.data.protocols import class_balanced, long_tailed
 from dartlib.data.sources import Dataset
-from dartlib.evaluation import stream_accuracy, stream_logits
-from dartlib.models import frozen_bn_adapted
+from dartlib.models.evaluation import stream_accuracy, stream_logits
+from dartlib.models.backbones import frozen_bn_adapted
 
 
 def holdout_split(labels: np.ndarray, *, per_class: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -104,7 +104,7 @@ def validate_alpha(
     :func:`choose_alpha` picks, with ``config.alpha`` as the value kept unless it loses too much
     (the paper's, or the profile's). The refiners are saved beside ``checkpoint``, tagged with
     the held-out split, and reused."""
-    from dartlib.intermediate import load_or_train_refiners
+    from dartlib.dart.intermediate import load_or_train_refiners
 
     fit_idx, held_idx = holdout_split(train.labels, per_class=heldout_per_class, seed=config.seed)
     fit, held = _subset(train, fit_idx, "train-fit"), _subset(train, held_idx, "train-heldout")

@@ -14,9 +14,9 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from dartlib import tta
-from dartlib.dart import Refiner
+from dartlib.dart.refiner import Refiner
 from dartlib.data.protocols import batches
-from dartlib.training import to_tensor
+from dartlib.models.training import to_tensor
 
 COST_METHODS = (("noadapt", "none"), ("bnadapt", "none"), ("bnadapt", "dart"), ("tent", "none"), ("tent", "dart"))
 

@@ -26,7 +26,7 @@ from tqdm import tqdm
 from dartlib import __version__
 from dartlib.data.sources import load
 from dartlib.devices import default_device
-from dartlib.models import build
+from dartlib.models.backbones import build
 from dartlib.paths import data_root
 from dartlib.registry import Registry
 
@@ -52,7 +52,7 @@ RECIPES: Registry[Recipe] = Registry(
         # Fine-tuning an ImageNet-pretrained ResNet-50 on one source domain (PACS, OfficeHome,
         # DomainNet-126) where no released source checkpoint is given; our recipe, not the paper's.
         "domain": Recipe(30, 64, 0.01, 0.9, 5e-4, False, 0, "rrc-flip"),
-        # The gpu profile's ResNet-26 (width 64) in a short GPU slot (dartlib.gpu_fast.train_source_fast:
+        # The gpu profile's ResNet-26 (width 64) in a short GPU slot (dartlib.experiments.gpu_fast.train_source_fast:
         # data resident on the GPU, bf16 autocast, channels-last); our recipe, not the paper's: 18 epochs
         # of batch 512, lr 0.4 (0.1 per 128 images, linearly scaled), Nesterov, 1 warm-up epoch, cosine.
         "gpu": Recipe(18, 512, 0.4, 0.9, 5e-4, True, 1, "crop-flip"),
@@ -167,7 +167,7 @@ def load_weights(path: Path | str, *, map_location: str = "cpu") -> dict:
 def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: str = "train",
                     directory: Path | None = None) -> Path:
     """Where a source checkpoint lives (in ``directory``, by default ``<data root>/checkpoints``,
-    where the committed ones are: :mod:`dartlib.artefacts`); ``split`` names the training split
+    where the committed ones are: :mod:`dartlib.models.artefacts`); ``split`` names the training split
     when it is not ``train`` (a domain of PACS, OfficeHome or DomainNet-126)."""
     name = dataset if split == "train" else f"{dataset}-{split}"
     return (directory or data_root() / "checkpoints") / f"{name}-{arch}-{recipe}-seed{seed}.pt"
@@ -191,7 +191,7 @@ def train_source(
     ``load_options`` (e.g. ``image_size``) select the data of a domain benchmark, whose source
     model trains on one domain (its "clean accuracy" is then measured on ``test_split``).
     ``directory``: train into another folder than the data root's ``checkpoints/`` (e.g. to
-    retrain a committed model and compare, :func:`dartlib.artefacts.retrained_within_tolerance`).
+    retrain a committed model and compare, :func:`dartlib.models.artefacts.retrained_within_tolerance`).
     """
     rec = RECIPES[recipe]
     final = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, split=train_split, directory=directory)

@@ -22,7 +22,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from dartlib import __version__
-from dartlib.dart import (
+from dartlib.dart.refiner import (
     AdditiveRefinementModule,
     DartConfig,
     RefinementModule,
@@ -38,8 +38,8 @@ from dartlib.dart import (
 from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, long_tailed_counts
 from dartlib.data.sources import Dataset
 from dartlib.devices import default_device
-from dartlib.models import frozen_bn_adapted
-from dartlib.training import load_weights, to_tensor
+from dartlib.models.backbones import frozen_bn_adapted
+from dartlib.models.training import load_weights, to_tensor
 
 
 def _unif_lt_batches(labels: np.ndarray, *, batch_size: int, n_batches: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -340,7 +340,7 @@ def logit_statistics(model: nn.Module, images: np.ndarray, *, batch_size: int = 
     """Mean max-logit and mean logit sum of the pre-trained classifier f_theta0 (its stored BN
     statistics, eval mode) on training images: the training-side terms of the adaptive
     temperature of Appendix B (Eq. smax_5 and its Taylor approximation), as
-    :attr:`dartlib.dart.Refiner.train_logit_stats` expects them."""
+    :attr:`dartlib.dart.refiner.Refiner.train_logit_stats` expects them."""
     net = copy.deepcopy(model).eval().to(device)  # the caller's model stays where and as it is
     max_sum, logit_sum, n = 0.0, 0.0, 0
     for start in range(0, len(images), batch_size):

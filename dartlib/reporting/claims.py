@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dartlib.experiments import read_results
-from dartlib.paper import PAPER_DIR, load_table
+from dartlib.experiments.grid import read_results
+from dartlib.reporting.paper import PAPER_DIR, load_table
 from dartlib.paths import results_dir
-from dartlib.report import parse_params
+from dartlib.reporting.tables import parse_params
 
 CLAIMS_FILE = PAPER_DIR / "claims.yaml"
 QUANTITIES = ("accuracy", "gain", "drop")

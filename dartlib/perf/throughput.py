@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 from torch.nn import functional as F
 
-from dartlib.models import build, use_batch_statistics, use_source_statistics
+from dartlib.models.backbones import build, use_batch_statistics, use_source_statistics
 
 
 def _rate(fn: Callable[[], None], *, batch: int, repeats: int) -> float:
@@ -66,11 +66,11 @@ def dart_overhead(
     first ``stream_size`` test images in order. Each timing is the best of ``repeats``, the two
     members of a pair alternating so that machine noise hits both alike.
     """
-    from dartlib.dart import RefinementModule, Refiner
+    from dartlib.dart.refiner import RefinementModule, Refiner
     from dartlib.data.protocols import batches
-    from dartlib.intermediate import train_refiner
-    from dartlib.models import frozen_bn_adapted
-    from dartlib.training import to_tensor
+    from dartlib.dart.intermediate import train_refiner
+    from dartlib.models.backbones import frozen_bn_adapted
+    from dartlib.models.training import to_tensor
 
     frozen = frozen_bn_adapted(model).to(device)
     k = train.num_classes
@@ -126,9 +126,9 @@ def dart_overhead(
 def shared_pass_speedup(model: torch.nn.Module, train, *, configs, n_steps: int = 20, repeats: int = 2,
                         device: str = "cpu") -> pd.DataFrame:
     """Training the refiners of ``configs`` (which share their intermediate batches) one after
-    the other against in one pass (:func:`dartlib.intermediate.train_refiners`), ``n_steps`` steps
+    the other against in one pass (:func:`dartlib.dart.intermediate.train_refiners`), ``n_steps`` steps
     each; best of ``repeats``, the two alternating so that machine noise hits both alike."""
-    from dartlib.intermediate import train_refiner, train_refiners
+    from dartlib.dart.intermediate import train_refiner, train_refiners
 
     def alone() -> None:
         for config in configs:

@@ -21,13 +21,14 @@ import pandas as pd
 import torch
 
 from dartlib import tta
-from dartlib.dart import DartConfig
+from dartlib.dart.refiner import DartConfig
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.devices import default_device
 from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, Dataset, expected_path, load
-from dartlib.experiments import Cell, grid, run_grid
+from dartlib.experiments.grid import Cell, grid, run_grid
 from dartlib.registry import Registry
-from dartlib.table1 import TABLE1_METHODS, Table1Context, evaluate_cell
+from dartlib.experiments.engine import Table1Context, evaluate_cell
+from dartlib.experiments.table1 import TABLE1_METHODS
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def missing_data(name: str, *, seed: int = 0) -> list[str]:
     """What benchmark ``name`` needs and this machine lacks: one line per item, with where the
     suite looks and how to obtain it (empty when everything is present). The ImageNet weights
     count only while a source checkpoint (of seed ``seed``) that would be built from them is absent."""
-    from dartlib.training import checkpoint_path
+    from dartlib.models.training import checkpoint_path
 
     bench = BENCHMARKS[name]
     needed = [bench.test_dataset] + ([bench.source_dataset] if bench.source_dataset != bench.test_dataset else [])
@@ -168,7 +169,7 @@ def source_checkpoint(bench: Benchmark, *, domain: str | None = None, seed: int 
                       recipe: str | None = None, image_size: int | None = None, device: str | None = None,
                       progress: bool = True) -> Path:
     """The source model of a benchmark (of one source ``domain``), trained or imported once."""
-    from dartlib.training import checkpoint_path, save_source, train_source
+    from dartlib.models.training import checkpoint_path, save_source, train_source
 
     arch, recipe = arch or bench.arch, recipe or bench.recipe
     if bench.source == "train":
@@ -181,7 +182,7 @@ def source_checkpoint(bench: Benchmark, *, domain: str | None = None, seed: int 
                             progress=progress, train_split=folder, test_split=folder, load_options=options)
     path = checkpoint_path(dataset="imagenet", arch=arch, recipe="torchvision", seed=0)
     if not path.is_file():
-        from dartlib.models import resnet50
+        from dartlib.models.backbones import resnet50
 
         model = resnet50(1000, weights="imagenet")
         save_source(model, {"arch": "resnet50", "num_classes": 1000, "dataset": "imagenet",
@@ -209,8 +210,8 @@ def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str 
             progress: bool = True) -> Table1Context:
     """What every cell of a benchmark (of one source domain) shares: the source model, DART's
     g_phi and/or DART-split's pair (temperature set as the paper does), NOTE's IABN copy."""
-    from dartlib.intermediate import load_or_train_refiner, logit_statistics
-    from dartlib.training import load_checkpoint
+    from dartlib.dart.intermediate import load_or_train_refiner, logit_statistics
+    from dartlib.models.training import load_checkpoint
     from dartlib.tta.note import load_or_finetune_iabn
 
     bench = BENCHMARKS[name]
@@ -265,53 +266,3 @@ def run_benchmark(name: str, *, path: Path, seed: int = 0, device: str | None = 
     ordered = sorted(cells, key=lambda c: c.corruption.split("->")[0]) if bench.kind == "domain" else cells
     return run_grid(ordered, lambda c: evaluate_cell(c, context_of(c)), path=path, experiment=name,
                     progress=progress, inputs=lambda c: context_of(c).inputs(c))
-
-
-def paper_results(name: str) -> pd.DataFrame:
-    """The paper's numbers for a benchmark in the results schema: the averaged rows
-    (``corruption == "mean"``; Table 2 with the DART-split table, or Table 1's column / the
-    DomainNet table) and the per-corruption or per-scenario rows of the full tables."""
-    from dartlib.paper import load_table
-
-    bench = BENCHMARKS[name]
-    if bench.kind == "online":
-        means = pd.concat([load_table("table2_online_imb"), load_table("app_dart_split_large_scale")])
-        prefix = "full_cifar100c_imb_ir" if bench.test_dataset == "cifar100c" else "full_imagenet_c_imb_ir"
-        full = [load_table(f"{prefix}{r:g}") for r in bench.shift_params]
-    elif name == "domainnet126":
-        means, full = load_table("app_domainnet"), []
-    else:
-        means, full = load_table("table1_main"), [load_table(f"full_{name}")]
-    means = means[(means.dataset == bench.test_dataset) & (means.corruption == "mean")]
-    means = means.drop_duplicates(subset=["method", "refiner", "shift_param"])  # Table 2 rows recur in the appendix
-    rows = pd.concat([means, *[f[(f.dataset == bench.test_dataset) & (f.corruption != "mean")] for f in full]])
-    return rows.reset_index(drop=True)
-
-
-def report(name: str, results: pd.DataFrame, *, profile: str, describe: str) -> dict[str, pd.DataFrame]:
-    """Our tables beside the paper's for a benchmark's results (written under
-    ``results/<profile>/tables/``): the averaged table (columns IR, or the benchmark) and the
-    full tables (per corruption for each IR, or per scenario). ``describe`` (backbone, seeds,
-    data) goes into every title."""
-    from dartlib.report import beside_paper, row_label
-
-    bench = BENCHMARKS[name]
-    paper = paper_results(name)
-    order = [row_label(m, r) for m in bench.methods for r in bench.refiners if not (m == "noadapt" and r != "none")]
-    means, full = paper[paper.corruption == "mean"], paper[paper.corruption != "mean"]
-    tables = {}
-    if bench.kind == "online":
-        tables[name] = beside_paper(results, means, profile=profile, name=name, row_order=order,
-                                    title=f"{name}, mean over corruptions, columns IR ({describe})")
-        for ir in sorted(results.shift_param.unique()):
-            key = f"{name}_ir{ir:g}"
-            tables[key] = beside_paper(results[results.shift_param == ir], full[full.shift_param == ir], profile=profile,
-                                       name=key, columns="corruption", row_order=order,
-                                       title=f"{name}, IR {ir:g}, per corruption ({describe})")
-    else:
-        tables[name] = beside_paper(results, means, profile=profile, name=name, columns="dataset", row_order=order,
-                                    title=f"{name}, mean over scenarios ({describe})")
-        tables[f"{name}_scenarios"] = beside_paper(results, full if len(full) else None, profile=profile,
-                                                   name=f"{name}_scenarios", columns="corruption", row_order=order,
-                                                   title=f"{name}, per scenario ({describe})")
-    return tables

@@ -4,7 +4,7 @@ Every results table of the paper is transcribed into ``data/paper/<name>.csv`` (
 ``data/paper/README.md`` for the conventions).  This module only knows where those files are
 and how to read them::
 
-    from dartlib.paper import TABLES, load_table
+    from dartlib.reporting.paper import TABLES, load_table
     df = load_table("table1_main")
 
 All but one of the files share the results schema ``SCHEMA`` (the same columns as the

@@ -1,4 +1,4 @@
-"""Table 1 cells: one test-time method, with or without DART, over one long-tailed test stream.
+"""The test-time engine: one cell (a method, with or without DART, over one test stream) run online.
 
 Every cell starts from a fresh copy of the source classifier (NOTE: from its IABN fine-tuned
 copy), adapts online over the stream in batches, and scores the predictions it returns (the
@@ -22,35 +22,15 @@ from torch import nn
 from tqdm import tqdm
 
 from dartlib import tta
-from dartlib.dart import Refiner, config_dict
+from dartlib.dart.refiner import Refiner, config_dict
 from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib.devices import default_device
 from dartlib.data.protocols import batches
-from dartlib.experiments import Cell, grid
-from dartlib.models import frozen_bn_adapted
-from dartlib.report import parse_params
-from dartlib.training import to_tensor
-
-# The paper's row order (Table 1); NOTE, DELTA and ODS are their TENT combinations (Appendix A).
-TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar")
-
-
-def table1_cells(*, dataset: str, corruptions, rhos, methods=TABLE1_METHODS, severity: int = 5, seed: int = 0,
-                 refiners=("none", "dart"), limit: int = 0) -> list[Cell]:
-    """Every (method, refiner) pair on every (corruption, rho) LT stream; NoAdapt without DART
-    only, as in the paper. ``limit`` > 0 keeps the first ``limit`` images of each (shuffled) LT
-    stream, which keeps its class distribution in expectation (reduced profiles).
-
-    Ordered method by method (then refiner, rho, corruption), so that a grid stopped part-way
-    holds complete rows of the table rather than a few streams of every row."""
-    params = [f"limit={limit}"] if limit else [""]
-    cells = grid(dataset=[dataset], shift=["lt"], method=list(methods), refiner=list(refiners),
-                 shift_param=[float(r) for r in rhos], corruption=list(corruptions), severity=[severity],
-                 params=params, seed=[seed])
-    return [c for c in cells if not (c.method == "noadapt" and c.refiner != "none")]
-
+from dartlib.experiments.grid import Cell, parse_params
+from dartlib.models.backbones import frozen_bn_adapted
+from dartlib.models.training import to_tensor
 
 class SharedSourceLogits:
     """f_theta0_bar (the frozen BN-adapted source model) with its logits memoised per test batch.
@@ -97,7 +77,7 @@ class Table1Context:
     def inputs(self, cell: Cell) -> str:
         """A digest of what a cell's result depends on besides its configuration: the source
         model's weights, the weights and settings of the refiner it uses, NOTE's IABN model and
-        the method's options (for :func:`dartlib.experiments.run_grid`)."""
+        the method's options (for :func:`dartlib.experiments.grid.run_grid`)."""
         parts = [_state_digest(self.source)]
         if cell.refiner != "none":
             named = {"dart": self.refiner, **self.refiners}
@@ -228,7 +208,7 @@ def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def evaluate_cell(cell: Cell, context: Table1Context, *, progress: bool = False) -> dict:
-    """Run one cell; returns ``n`` and ``accuracy`` for :func:`dartlib.experiments.run_grid`.
+    """Run one cell; returns ``n`` and ``accuracy`` for :func:`dartlib.experiments.grid.run_grid`.
     A ``test_batch=`` item in the cell's params overrides the context's test batch size."""
     torch.manual_seed(cell.seed)
     images, labels, order = cell_stream(cell)
@@ -257,10 +237,10 @@ def prepare_context(
     no training, no data loaded or generated (what ``grid --status`` needs to compute the cells'
     input digests); a missing input raises ``FileNotFoundError`` naming it and the command that
     makes it."""
-    from dartlib.dart import DartConfig
+    from dartlib.dart.refiner import DartConfig
     from dartlib.data.prepare import ensure_corrupted
-    from dartlib.intermediate import load_or_train_refiner, refiner_path
-    from dartlib.training import checkpoint_path, load_checkpoint, train_source
+    from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
+    from dartlib.models.training import checkpoint_path, load_checkpoint, train_source
     from dartlib.tta.note import iabn_path, load_or_finetune_iabn
 
     device = device or default_device()
@@ -297,10 +277,3 @@ def require_trained(paths: list[Path]) -> None:
             "these trained inputs are absent: " + ", ".join(str(p) for p in missing)
             + "; `python -m dartlib grid EXPERIMENT --profile PROFILE` (without --status) trains them, "
               "or `git checkout -- data/checkpoints` restores the committed ones")
-
-
-def profile_cells(params: dict) -> list[Cell]:
-    """The Table 1 grid of a profile's notebook-06 parameters (``params``)."""
-    return table1_cells(dataset=params["corrupted_dataset"], corruptions=params["table1_corruptions"],
-                        rhos=params["lt_rhos"], methods=[*TABLE1_METHODS, *params["extra_methods"]],
-                        severity=params["severity"], seed=params["seed"], limit=params["table1_stream_limit"])

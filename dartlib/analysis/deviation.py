@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dartlib.dart import batch_statistics
+from dartlib.dart.refiner import batch_statistics
 from dartlib.data.protocols import batches
 
 

@@ -1,6 +1,6 @@
 """A profile's results against the values stored with the suite, within stated tolerances.
 
-The committed weights (:mod:`dartlib.artefacts`) remove training's machine dependence, but
+The committed weights (:mod:`dartlib.models.artefacts`) remove training's machine dependence, but
 inference and test-time updates still run on each machine's math kernels: another CPU type
 rounds differently in the last bits, which flips the predictions of a few near-tie images, and a
 test-time method that updates on its own predictions can carry such a flip a little further. So
@@ -71,7 +71,7 @@ def tolerance(rule: Rule, stored: np.ndarray, n: np.ndarray | None) -> np.ndarra
     if rule.binomial:
         if n is None:
             raise ValueError("a binomial tolerance needs an n column; give this file's column a rule of its own "
-                             "in dartlib.reference.RULES")
+                             "in dartlib.reporting.reference.RULES")
         n = np.maximum(np.asarray(n, dtype=float), 1.0)
         p = np.clip(stored / 100.0, 0.0, 1.0)
         se = 100.0 * np.sqrt(np.maximum(p * (1 - p), 1.0 / n) / n)
@@ -114,7 +114,7 @@ def compare_frames(ours: pd.DataFrame, stored: pd.DataFrame, *, file: str) -> li
         if len(bad):
             more = f"{len(bad) - 5} more row(s) beyond tolerance; " if len(bad) > 5 else ""
             problems.append(f"{file}: {column}: {more}{len(bad)} of {len(b)} rows differ; the tolerance: "
-                            f"{rule.reason or 'see dartlib.reference.RULES'}")
+                            f"{rule.reason or 'see dartlib.reporting.reference.RULES'}")
     return problems
 
 

@@ -6,7 +6,7 @@ BNAdapt+DART below NoAdapt at IR 50 and 5000) are attributed to its narrow backb
 tests that along two axes that need no new wide model (notebook 06, Section "backbone strength"):
 
 - width: ResNet-26 of width 8 beside the committed width 16, same recipe (``cpu``) and the same
-  alpha rule (:func:`dartlib.validation.choose_alpha`), at severity 5;
+  alpha rule (:func:`dartlib.experiments.validation.choose_alpha`), at severity 5;
 - severity: the width-16 model on the 15 corruptions at severities 1 to 5 (a milder corruption
   is a stronger model for the same weights).
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dartlib.experiments import Cell, grid
+from dartlib.experiments.grid import Cell, grid
 
 EXPERIMENT = "backbone_study"
 STUDY_ARCHS = ("resnet26-w8", "resnet26-w16")
@@ -108,7 +108,7 @@ def trend(points: pd.DataFrame) -> pd.DataFrame:
 
 
 class StudyContext:
-    """The per-backbone :class:`dartlib.table1.Table1Context` objects of the study behind one
+    """The per-backbone :class:`dartlib.experiments.engine.Table1Context` objects of the study behind one
     context's interface (``inputs``, ``adapter``, ``batch_size``, ``device``): each cell is run by
     the context of the backbone its ``arch=`` names."""
 
@@ -136,11 +136,11 @@ def prepare_study_context(
     dart_per_class: int, dart_hidden: int, test_batch_size: int, device: str | None = None,
     progress: bool = False, trained_only: bool = False,
 ) -> tuple[StudyContext, dict]:
-    """:func:`dartlib.table1.prepare_context` for each backbone of the study (same recipe, same
+    """:func:`dartlib.experiments.engine.prepare_context` for each backbone of the study (same recipe, same
     g_phi settings and alpha: the rule chose the profile's alpha for width 8 as well,
     ``results/cpu/backbone_study_run/alpha_validation_w8.csv``); returns the study context and
     the metadata of the last (the profile's own) backbone."""
-    from dartlib.table1 import prepare_context
+    from dartlib.experiments.engine import prepare_context
 
     contexts, meta = {}, {}
     for arch in study_archs:
@@ -186,51 +186,17 @@ def cross_device(*, study: pd.DataFrame, table1: pd.DataFrame, online: pd.DataFr
             .agg(cells="count", max_abs=lambda d: d.abs().max(), mean="mean").reset_index())
 
 
-def plot_study(points: pd.DataFrame, *, profile: str):
-    """Figure: DART's cost at rho = 1 and its gains at IR 50 / 5000 against BNAdapt's accuracy,
-    one point per (backbone, severity), labelled."""
-    import matplotlib.pyplot as plt
-
-    from dartlib.figures import save_figure
-
-    gains = [c for c in points.columns if c.endswith("_gain")]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    markers = {"resnet26-w8": "s", "resnet26-w16": "o", "resnet26": "D"}
-    names = {"resnet26-w8": "width 8", "resnet26-w16": "width 16", "resnet26": "width 64 (gpu)"}
-    panels = [(axes[0], "rho1_cost", "tab:green", "")] + [
-        (axes[1], g, c, f"IR {g[2:-5]}, ") for g, c in zip(gains, ["tab:blue", "tab:purple"])]
-    for ax, column, colour, prefix in panels:
-        for arch, part in points.sort_values("severity").groupby("arch", sort=False):
-            ax.plot(part["bnadapt"], part[column], marker=markers.get(arch, "o"), color=colour,
-                    ls="-" if len(part) > 1 else "none", label=f"{prefix}{names.get(arch, arch)}")
-            for x, y, sev in zip(part["bnadapt"], part[column], part["severity"]):
-                ax.annotate(f"s{sev}", (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
-        ax.set_xlabel("BNAdapt accuracy at rho = 1 (%)")
-    axes[0].axhline(0.0, color="grey", lw=0.8)
-    axes[0].set_ylabel("DART's cost at rho = 1 (points)")
-    axes[1].set_ylabel("DART's gain over BNAdapt (points)")
-    for ax in axes:
-        ax.legend(loc="best", frameon=False, fontsize=7)
-    fig.suptitle("backbone strength: ResNet-26 width 8 and 64 at severity 5, width 16 at severities 1-5 (s1-s5)",
-                 fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, profile=profile, name="backbone_study")
-    return fig
-
-
 def study_results(*, profile: str, compute: bool, archs, severities, progress: bool = False) -> pd.DataFrame:
     """The study's rows of ``profile`` (``results/<profile>/backbone_study.csv``): computed first,
     resumably, when ``compute`` (missing or stale cells only; the width-8 inputs are committed in
     data/checkpoints), else read as committed."""
-    from dartlib.experiments import read_results, run_grid
-    from dartlib.paths import NOTEBOOKS_DIR, results_dir
+    from dartlib.experiments.engine import evaluate_cell
+    from dartlib.experiments.grid import read_results, run_grid
+    from dartlib.paths import results_dir
     from dartlib.profiles import load_profile
-    from dartlib.runner import notebook_parameters
-    from dartlib.table1 import evaluate_cell
 
     path = results_dir(profile) / f"{EXPERIMENT}.csv"
-    params = {**notebook_parameters(NOTEBOOKS_DIR / "14_backbone_study.ipynb"), **load_profile(profile),
-              "study_archs": list(archs), "study_severities": list(severities)}
+    params = {**load_profile(profile), "study_archs": list(archs), "study_severities": list(severities)}
     cells = profile_cells(params)
     if not compute:
         if not path.is_file():

@@ -9,9 +9,9 @@ The cells and the shared context are built here so that the notebook and the sha
 
 from __future__ import annotations
 
-from dartlib.dart import DartConfig
-from dartlib.experiments import Cell, grid
-from dartlib.table1 import Table1Context
+from dartlib.dart.refiner import DartConfig
+from dartlib.experiments.grid import Cell, grid
+from dartlib.experiments.engine import Table1Context
 
 # Results files (beside this grid's) whose rows of the same cells, with the same input digests, are
 # borrowed rather than computed: notebook 09's CIFAR-10C-imb table runs the same NoAdapt and BNAdapt(+DART) streams.
@@ -45,11 +45,11 @@ def prepare_online_context(
     trained with the same intermediate settings (Algorithm 3) and applied with logits multiplied
     by ``split_temperature`` (1.1 on CIFAR-10C, Appendix B). Returns the context, the source
     checkpoint's metadata and DART-split's training log. ``trained_only``: as in
-    :func:`dartlib.table1.prepare_context`, load the trained inputs and compute nothing."""
+    :func:`dartlib.experiments.engine.prepare_context`, load the trained inputs and compute nothing."""
     from dartlib.data import load
-    from dartlib.intermediate import load_or_train_refiner, refiner_path
-    from dartlib.table1 import prepare_context, require_trained
-    from dartlib.training import checkpoint_path
+    from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
+    from dartlib.experiments.engine import prepare_context, require_trained
+    from dartlib.models.training import checkpoint_path
 
     context, meta = prepare_context(
         source_dataset=source_dataset, source_arch=source_arch, source_recipe=source_recipe,

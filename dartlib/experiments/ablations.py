@@ -1,7 +1,7 @@
 """The ablation variants of DART (Tables 3-5, Appendix "DART-split on CIFAR-10C-LT") and their
 evaluation with BNAdapt on pre-computed test streams.
 
-Every variant is a named change of :class:`dartlib.dart.DartConfig`, trained by the same
+Every variant is a named change of :class:`dartlib.dart.refiner.DartConfig`, trained by the same
 intermediate-time code. BNAdapt + a refiner only needs the logits (and, for the additive
 variant, the penultimate features) of the frozen BN-adapted source model on each test batch,
 so the streams are computed once and every refiner is applied to them.
@@ -18,10 +18,10 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from dartlib.dart import DartConfig, Refiner
+from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
-from dartlib.evaluation import stream_accuracy, stream_features
-from dartlib.models import frozen_bn_adapted
+from dartlib.models.evaluation import stream_accuracy, stream_features
+from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.registry import UnknownNameError, unknown_name_message
 
 # refiner label (the paper's rows, as transcribed in data/paper/) -> change of the DART config

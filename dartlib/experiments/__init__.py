@@ -1,0 +1,11 @@
+"""Layer ``experiments``: cells and the results store (``grid``), the test-time engine that runs a
+cell (``engine``), settings built from a profile (``settings``), and the grids of the notebooks:
+Table 1 (``table1``), online imbalance (``online``), the large benchmarks (``benchmarks``),
+ablations (``ablations``), alpha validation (``validation``), the backbone study
+(``backbone_study``), and the GPU one-command run (``gpu_fast``, ``gpu_run``). Imports ``tta``,
+``dart``, ``models``, ``data`` and the base."""
+
+
+def __getattr__(name: str):
+    raise AttributeError(f"module 'dartlib.experiments' has no attribute {name!r}; the former "
+                         "dartlib.experiments module is dartlib.experiments.grid (Cell, grid, run_grid, read_results)")

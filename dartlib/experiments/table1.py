@@ -1,0 +1,32 @@
+"""Table 1's grid (notebook 06): every method with and without DART on every (corruption, rho)
+LT stream of CIFAR-10-C (or the profile's corrupted set). Cells run through
+:mod:`dartlib.experiments.engine`."""
+
+from __future__ import annotations
+
+from dartlib.experiments.grid import Cell, grid
+
+# The paper's row order (Table 1); NOTE, DELTA and ODS are their TENT combinations (Appendix A).
+TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar")
+
+
+def table1_cells(*, dataset: str, corruptions, rhos, methods=TABLE1_METHODS, severity: int = 5, seed: int = 0,
+                 refiners=("none", "dart"), limit: int = 0) -> list[Cell]:
+    """Every (method, refiner) pair on every (corruption, rho) LT stream; NoAdapt without DART
+    only, as in the paper. ``limit`` > 0 keeps the first ``limit`` images of each (shuffled) LT
+    stream, which keeps its class distribution in expectation (reduced profiles).
+
+    Ordered method by method (then refiner, rho, corruption), so that a grid stopped part-way
+    holds complete rows of the table rather than a few streams of every row."""
+    params = [f"limit={limit}"] if limit else [""]
+    cells = grid(dataset=[dataset], shift=["lt"], method=list(methods), refiner=list(refiners),
+                 shift_param=[float(r) for r in rhos], corruption=list(corruptions), severity=[severity],
+                 params=params, seed=[seed])
+    return [c for c in cells if not (c.method == "noadapt" and c.refiner != "none")]
+
+
+def profile_cells(params: dict) -> list[Cell]:
+    """The Table 1 grid of a profile's notebook-06 parameters (``params``)."""
+    return table1_cells(dataset=params["corrupted_dataset"], corruptions=params["table1_corruptions"],
+                        rhos=params["lt_rhos"], methods=[*TABLE1_METHODS, *params["extra_methods"]],
+                        severity=params["severity"], seed=params["seed"], limit=params["table1_stream_limit"])

@@ -99,7 +99,7 @@ def _cmd_bench_models(args: argparse.Namespace) -> int:
 def _profile_source(profile: str):
     """A profile's parameters, its trained source model (on the default device), the device and
     the profile's intermediate-training settings as a DartConfig."""
-    from dartlib.dart.refiner import DartConfig
+    from dartlib.experiments.settings import dart_config
     from dartlib.devices import default_device
     from dartlib.profiles import load_profile
     from dartlib.models.training import checkpoint_path, load_checkpoint
@@ -110,8 +110,7 @@ def _profile_source(profile: str):
     if not ckpt.is_file():
         raise FileNotFoundError(f"no source checkpoint at {ckpt}; train it first: python -m dartlib train --profile {profile}")
     model, _ = load_checkpoint(ckpt, device=device)
-    config = DartConfig(delta=p["dir_delta"], n_dir=p["dart_n_dir"], batch_size=p["int_batch_size"], hidden=p["dart_hidden"],
-                        per_class=p["dart_per_class"] or None, seed=p["seed"])
+    config = dart_config(p)
     return p, model, device, config
 
 
@@ -119,12 +118,13 @@ def _cmd_bench_refiners(args: argparse.Namespace) -> int:
     import torch
 
     from dartlib.perf.throughput import shared_pass_speedup
-    from dartlib.dart.refiner import DartConfig
+    import dataclasses
+
     from dartlib.data import load
 
     p, model, device, base = _profile_source(args.profile)
     alphas = p["alpha_values"][: args.count] if args.count <= len(p["alpha_values"]) else range(args.count)
-    configs = [DartConfig(**{**vars(base), "alpha": float(a)}) for a in alphas]
+    configs = [dataclasses.replace(base, alpha=float(a)) for a in alphas]
     table = shared_pass_speedup(model, load(p["source_dataset"], split="train"), configs=configs, n_steps=args.steps,
                                 repeats=args.repeats, device=device)
     print(f"profile {args.profile}: {p['source_arch']} on {p['source_dataset']}, device {device}, torch threads "
@@ -281,7 +281,7 @@ def validation_filename(*, corrupted: bool, epochs: int) -> str:
 def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     import torch
 
-    from dartlib.dart.refiner import DartConfig
+    from dartlib.experiments.settings import dart_config
     from dartlib.data import load
     from dartlib.data.corruptions import HOLDOUT_CORRUPTIONS
     from dartlib.paths import results_dir
@@ -300,9 +300,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
                               seed=p["seed"], progress=False)
     model, meta = load_checkpoint(checkpoint)
     # the rule keeps the paper's alpha unless it costs too much (dartlib.experiments.validation), not the profile's current one
-    config = DartConfig(alpha=load_profile("paper")["dart_alpha"], delta=p["dir_delta"], n_dir=p["dart_n_dir"],
-                        batch_size=p["int_batch_size"], hidden=p["dart_hidden"], epochs=args.epochs,
-                        per_class=p["dart_per_class"] or None, seed=p["seed"])
+    config = dart_config(p, alpha=load_profile("paper")["dart_alpha"], epochs=args.epochs)
     frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(p["source_dataset"], split="train"),
                                    config=config, alphas=[float(a) for a in args.alphas.split(",")],
                                    heldout_per_class=args.heldout, batch_size=p["test_batch_size"],

@@ -220,9 +220,9 @@ def evaluate_cell(cell: Cell, context: Table1Context, *, progress: bool = False)
 
 def prepare_context(
     *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
-    seed: int = 0, dir_delta: float = 10.0, int_batch_size: int = 64, dart_n_dir: int = 250, dart_alpha: float = 0.1,
-    dart_epochs: int = 50, dart_per_class: int = 0, dart_hidden: int = 1000, test_batch_size: int = 200,
-    note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str | None = None,
+    seed: int = 0, dir_delta: float | None = None, int_batch_size: int | None = None, dart_n_dir: int | None = None,
+    dart_alpha: float | None = None, dart_epochs: int | None = None, dart_per_class: int | None = None,
+    dart_hidden: int | None = None, test_batch_size: int = 200, note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str | None = None,
     with_note: bool = True, progress: bool = False, trained_only: bool = False,
 ) -> tuple[Table1Context, dict]:
     """What every Table 1 cell of a profile shares: the source model (trained if absent), the
@@ -236,16 +236,18 @@ def prepare_context(
     ``trained_only``: load the trained inputs (source model, g_phi, IABN copy) and compute nothing:
     no training, no data loaded or generated (what ``grid --status`` needs to compute the cells'
     input digests); a missing input raises ``FileNotFoundError`` naming it and the command that
-    makes it."""
-    from dartlib.dart.refiner import DartConfig
+    makes it. The g_phi settings (``dir_delta`` ... ``dart_hidden``) left None keep
+    :class:`dartlib.dart.refiner.DartConfig`'s defaults."""
     from dartlib.data.prepare import ensure_corrupted
+    from dartlib.experiments.settings import dart_config
     from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
     from dartlib.models.training import checkpoint_path, load_checkpoint, train_source
     from dartlib.tta.note import iabn_path, load_or_finetune_iabn
 
     device = device or default_device()
-    config = DartConfig(alpha=dart_alpha, delta=dir_delta, n_dir=dart_n_dir, batch_size=int_batch_size,
-                        hidden=dart_hidden, epochs=dart_epochs, per_class=dart_per_class or None, seed=seed)
+    config = dart_config({"dart_alpha": dart_alpha, "dir_delta": dir_delta, "dart_n_dir": dart_n_dir,
+                          "int_batch_size": int_batch_size, "dart_hidden": dart_hidden, "dart_epochs": dart_epochs,
+                          "dart_per_class": dart_per_class, "seed": seed})
     if trained_only:
         checkpoint = checkpoint_path(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed)
         needed = [checkpoint, refiner_path(checkpoint, config)]

@@ -325,7 +325,7 @@ def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
 
     import torch
 
-    from dartlib.dart.refiner import DartConfig
+    from dartlib.experiments.settings import dart_config
     from dartlib.data import load
     from dartlib.devices import default_device
     from dartlib.experiments.grid import read_results, run_grid
@@ -382,9 +382,7 @@ def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
 
     # ---- 4. g_phi: the alpha rule, then the final refiners
     t = time.perf_counter()
-    base = DartConfig(alpha=PAPER_ALPHA, delta=p["dir_delta"], n_dir=p["dart_n_dir"], batch_size=p["int_batch_size"],
-                      hidden=p["dart_hidden"], epochs=int(p["dart_epochs"]), per_class=p["dart_per_class"] or None,
-                      seed=seed)
+    base = dart_config(p, alpha=PAPER_ALPHA)
     if args.tiny:
         base = dataclasses.replace(base, n_dir=5)  # a few hundred images cannot fill 250 Dirichlet chunks
     fit, held = _subset(train, fit_idx, "train-fit"), _subset(train, held_idx, "train-heldout")
@@ -512,7 +510,7 @@ def _run_backbone(args: argparse.Namespace, run_: Run, out: Path) -> int:
     import torch
 
     from dartlib.experiments.backbone_study import EXPERIMENT, all_study_cells, cell_arch, study_points
-    from dartlib.dart.refiner import DartConfig
+    from dartlib.experiments.settings import dart_config
     from dartlib.data import load
     from dartlib.devices import default_device
     from dartlib.experiments.grid import read_results, run_grid
@@ -546,9 +544,7 @@ def _run_backbone(args: argparse.Namespace, run_: Run, out: Path) -> int:
 
     # the committed width-16 model and g_phi
     main_arch = p["source_arch"]
-    config16 = DartConfig(alpha=p["dart_alpha"], delta=p["dir_delta"], n_dir=p["dart_n_dir"],
-                          batch_size=p["int_batch_size"], hidden=p["dart_hidden"], epochs=int(p["dart_epochs"]),
-                          per_class=p["dart_per_class"] or None, seed=seed)
+    config16 = dart_config(p)
     ck16 = checkpoint_path(dataset=dataset, arch=main_arch, recipe=p["source_recipe"], seed=seed)
     ck16.parent.mkdir(parents=True, exist_ok=True)
     for path in (ck16, refiner_path(ck16, config16)):

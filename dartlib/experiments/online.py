@@ -9,7 +9,8 @@ The cells and the shared context are built here so that the notebook and the sha
 
 from __future__ import annotations
 
-from dartlib.dart.refiner import DartConfig
+import dataclasses
+
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.engine import Table1Context
 
@@ -37,8 +38,9 @@ def online_cells(*, corrupted_dataset: str, severity: int, online_irs, imb_subse
 
 def prepare_online_context(
     *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
-    seed: int = 0, dir_delta: float = 10.0, int_batch_size: int = 64, dart_n_dir: int = 250, dart_alpha: float = 0.1,
-    dart_epochs: int = 50, dart_per_class: int = 0, dart_hidden: int = 1000, test_batch_size: int = 200,
+    seed: int = 0, dir_delta: float | None = None, int_batch_size: int | None = None, dart_n_dir: int | None = None,
+    dart_alpha: float | None = None, dart_epochs: int | None = None, dart_per_class: int | None = None,
+    dart_hidden: int | None = None, test_batch_size: int = 200,
     split_temperature: float = 1.1, device: str | None = None, progress: bool = False, trained_only: bool = False,
 ) -> tuple[Table1Context, dict, list[dict]]:
     """Notebook 04's context (source model, DART's g_phi) plus DART-split's g_phi1 / g_phi2,
@@ -57,9 +59,7 @@ def prepare_online_context(
         int_batch_size=int_batch_size, dart_n_dir=dart_n_dir, dart_alpha=dart_alpha, dart_epochs=dart_epochs,
         dart_per_class=dart_per_class, dart_hidden=dart_hidden, test_batch_size=test_batch_size, with_note=False,
         device=device, progress=progress, trained_only=trained_only)
-    config = DartConfig(variant="dart-split", alpha=dart_alpha, delta=dir_delta, n_dir=dart_n_dir,
-                        batch_size=int_batch_size, hidden=dart_hidden, epochs=dart_epochs,
-                        per_class=dart_per_class or None, seed=seed)
+    config = dataclasses.replace(context.refiner.config, variant="dart-split")  # DART's settings (Algorithm 3)
     # prepare_context above has trained the source model or found it
     checkpoint = checkpoint_path(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed)
     if trained_only:

@@ -26,8 +26,9 @@ DART_KEYS: dict[str, str] = {
 def dart_config(params: Mapping[str, Any], **overrides: Any) -> DartConfig:
     """The g_phi settings of a profile's (or a notebook's) parameters: the keys of
     :data:`DART_KEYS` that ``params`` holds, then ``overrides`` (DartConfig field names, e.g.
-    ``variant="dart-split"``, ``epochs=2``). ``dart_per_class`` 0 means every training image."""
-    values = {name: params[key] for key, name in DART_KEYS.items() if key in params}
+    ``variant="dart-split"``, ``epochs=2``). ``dart_per_class`` 0 means every training image; a key
+    absent or None keeps DartConfig's default (the paper's CIFAR-10 value, stated there once)."""
+    values = {name: params[key] for key, name in DART_KEYS.items() if params.get(key) is not None}
     if "per_class" in values:
         values["per_class"] = int(values["per_class"]) or None
     for name in ("n_dir", "batch_size", "hidden", "epochs", "seed"):

@@ -1,0 +1,123 @@
+"""Notebook 09's experiments (the appendix's further settings): CIFAR-10C-imb, mixed domains,
+MEMO with stored or adapted BN, and g_phi trained on a condensed training set. The Table 1 context
+(source model and notebook 04's g_phi) serves every cell; cells run through the grid runner
+(``results/<profile>/more_settings.csv``, resumable)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from dartlib.data import load, protocols
+from dartlib.data.sources import SOURCES, DataMissingError, Dataset
+from dartlib.dart.intermediate import load_or_train_refiner
+from dartlib.experiments.ablations import bnadapt_streams, evaluate_refiners
+from dartlib.experiments.engine import Table1Context, cell_options, evaluate_cell, prepare_context
+from dartlib.experiments.grid import Cell, grid, run_grid
+from dartlib.experiments.settings import Settings, dart_config
+from dartlib.models.training import train_source
+from dartlib.paths import results_dir
+
+
+def prepare_more_settings(settings: Settings) -> tuple[Table1Context, dict]:
+    """The Table 1 context of the profile (MEMO with the profile's number of views, no NOTE) and
+    the source checkpoint's metadata."""
+    return prepare_context(**settings.keywords(prepare_context), with_note=False)
+
+
+def cells_for(settings: Settings, *, shift: str, params: Sequence, corruptions: Sequence[str],
+              methods: Sequence[str], refiners: Sequence[str] = ("none", "dart"), extra: str = "") -> list[Cell]:
+    """The profile's cells of one table block (NoAdapt only without a refiner)."""
+    cells = grid(dataset=[settings["corrupted_dataset"]], shift=[shift], shift_param=params, corruption=corruptions,
+                 severity=[settings["severity"]], method=methods, refiner=list(refiners), params=[extra],
+                 seed=[settings["seed"]])
+    return [c for c in cells if not (c.method == "noadapt" and c.refiner != "none")]
+
+
+def _run(settings: Settings, cells: list[Cell], context_of: Callable[[Cell], Table1Context], *, experiment: str,
+         reuse: Sequence[Path] = ()) -> pd.DataFrame:
+    """``cells`` through the grid runner, each with the context ``context_of`` gives it."""
+    return run_grid(cells, lambda c: evaluate_cell(c, context_of(c)),
+                    path=results_dir(settings.profile) / "more_settings.csv", experiment=experiment,
+                    progress=settings.profile != "smoke", inputs=lambda c: context_of(c).inputs(c), reuse=reuse)
+
+
+def run_online_imbalance(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
+    """CIFAR-10C-imb: NoAdapt and BNAdapt (+DART) over ``imb_corruptions``, TENT (+DART) over
+    ``tent_corruptions``, one IR per column."""
+    s = settings
+    subset = f"subset={s['imb_subset_size']}"
+    irs = [float(r) for r in s["imb_table_irs"]]
+    cells = (cells_for(s, shift="online-imb", params=irs, corruptions=s["imb_corruptions"],
+                       methods=["noadapt", "bnadapt"], extra=subset)
+             + cells_for(s, shift="online-imb", params=irs, corruptions=s["tent_corruptions"], methods=["tent"],
+                         extra=subset))
+    # notebook 11 runs the same NoAdapt and BNAdapt(+DART) streams: its rows with the same inputs are copied
+    return _run(s, cells, lambda c: context, experiment="app_cifar10c_imb",
+                reuse=[results_dir(s.profile) / "online_imbalance.csv"])
+
+
+def run_mixed(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
+    """Mixed domains: one pool of all 15 corruptions, in random and in non-i.i.d. Dirichlet order."""
+    s = settings
+    pool = f"pool={s['mixed_pool']}" if s["mixed_pool"] else ""
+    methods = ["noadapt", "bnadapt", "roid"]
+    cells = (cells_for(s, shift="none", params=[None], corruptions=["mixed"], methods=methods, extra=pool)
+             + cells_for(s, shift="dirichlet", params=[s["mixed_delta"]], corruptions=["mixed"], methods=methods,
+                         extra=pool))
+    return _run(s, cells, lambda c: context, experiment="app_mixed")
+
+
+def run_memo(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
+    """MEMO on the LT streams with stored BN statistics (episodic: restarts from the source weights
+    on every batch) and with adapted BN (+DART), beside NoAdapt."""
+    s = settings
+    limit = f",limit={s['memo_stream_limit']}" if s["memo_stream_limit"] else ""
+    rhos = [float(r) for r in s["lt_rhos"]]
+    corruptions = s["memo_corruptions"]
+    cells = (cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["noadapt"], extra=limit.lstrip(","))
+             + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"], refiners=["none"],
+                         extra=f"bn=stored{limit}")
+             + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"],
+                         extra=f"bn=adapted{limit}"))
+    contexts = {bn: Table1Context(source=context.source, refiner=context.refiner, batch_size=s["test_batch_size"],
+                                  options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
+                for bn, mode in (("stored", "source"), ("adapted", "batch"))}
+    return _run(s, cells, lambda c: contexts.get(cell_options(c).get("bn"), context), experiment="app_memo")
+
+
+def run_condensed(*, settings: Settings, context: Table1Context) -> tuple[pd.DataFrame, str]:
+    """BNAdapt with g_phi trained on the distilled set (where it exists) and on a random
+    class-balanced subset of the same size, beside notebook 04's g_phi, on the LT streams
+    (``results/<profile>/condensed.csv``); returns the rows and what became of the distilled set."""
+    s = settings
+    model = context.source
+    source = s["source_dataset"]
+    checkpoint = train_source(dataset=source, arch=s["source_arch"], recipe=s["source_recipe"], seed=s["seed"],
+                              progress=False)
+    train = load(source, split="train")
+    small = dart_config(s.values, n_dir=s["condensed_n_dir"], epochs=s["condensed_epochs"], per_class=None)
+    refiners = {}
+    if f"{source}-condensed" not in SOURCES:
+        status = f"dart-condensed: NOT RUN (the paper's condensed set is CIFAR-10's; there is none for {source})"
+    else:
+        try:
+            distilled = load(f"{source}-condensed", split="train")
+            refiners["dart-condensed"] = load_or_train_refiner(checkpoint, model, distilled, small, progress=False)[0]
+            status = f"dart-condensed: trained on {len(distilled.labels)} distilled images"
+        except DataMissingError as err:
+            status = f"dart-condensed: NOT RUN ({err})"
+    ipc = s["condensed_ipc"]
+    keep = protocols.class_balanced(train.labels, per_class=ipc, seed=s["seed"])
+    subset = Dataset(f"{train.name}-random{ipc}", "train", train.images[keep], train.labels[keep], train.classes)
+    refiners[f"dart-random{ipc}"] = load_or_train_refiner(checkpoint, model, subset, small, progress=False)[0]
+    streams = bnadapt_streams(model, dataset=s["corrupted_dataset"], corruptions=s["condensed_corruptions"],
+                              shifts={"lt": s["lt_rhos"]}, severity=s["severity"], seed=s["seed"],
+                              batch_size=s["test_batch_size"])
+    frame = evaluate_refiners(streams, {"none": None, "dart": context.refiner, **refiners},
+                              dataset=s["corrupted_dataset"], experiment="app_condensed", severity=s["severity"],
+                              seed=s["seed"])
+    frame.to_csv(results_dir(s.profile) / "condensed.csv", index=False, float_format="%.4f")
+    return frame, status

@@ -1,0 +1,28 @@
+"""Notebook 11's experiment (Table 2, Appendix B): the profile's online-imbalance streams with
+DART and DART-split, through the grid runner (``results/<profile>/online_imbalance.csv``,
+resumable; ``python -m dartlib grid online_imbalance`` computes the same cells outside the notebook)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dartlib.experiments.engine import Table1Context, evaluate_cell
+from dartlib.experiments.grid import run_grid
+from dartlib.experiments.online import SHARED_RESULTS, online_cells, prepare_online_context
+from dartlib.experiments.settings import Settings
+from dartlib.paths import results_dir
+
+
+def prepare_online(settings: Settings) -> tuple[Table1Context, dict, list[dict]]:
+    """:func:`dartlib.experiments.online.prepare_online_context` with the profile's values."""
+    return prepare_online_context(**settings.keywords(prepare_online_context))
+
+
+def run_online_imbalance(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
+    """Every cell of :func:`dartlib.experiments.online.online_cells` for the profile."""
+    out = results_dir(settings.profile)
+    cells = online_cells(**settings.keywords(online_cells))
+    # notebook 09's rows of the same streams are copied, not recomputed
+    return run_grid(cells, lambda c: evaluate_cell(c, context), path=out / "online_imbalance.csv",
+                    experiment="online_imbalance", progress=settings.profile != "smoke", inputs=context.inputs,
+                    reuse=[out / name for name in SHARED_RESULTS])

@@ -1,0 +1,158 @@
+"""Notebook 08's experiments (the appendix's sensitivity tables): g_phi trained with alpha (the
+weight of L_bal, Eq. 3), the intermediate batch size x hidden width and the number of
+intermediate epochs changed one at a time, BNAdapt (+DART) on the LT streams, TENT (+DART) through
+the grid runner, and every method per test batch size on balanced streams."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from dartlib.dart.intermediate import load_or_train_refiners
+from dartlib.dart.refiner import Refiner
+from dartlib.experiments.ablation_study import ablation_base_config
+from dartlib.experiments.ablations import Stream, bnadapt_streams, evaluate_refiners
+from dartlib.experiments.engine import Table1Context, cell_options, evaluate_cell
+from dartlib.experiments.grid import grid, parse_params, run_grid
+from dartlib.experiments.settings import Settings
+from dartlib.experiments.source_setup import SourceSetup
+from dartlib.paths import results_dir
+
+
+def refiner_changes(settings: Settings) -> dict[str, dict]:
+    """Every g_phi of the notebook by name: the ablation base config changed as given."""
+    return {**{f"alpha={a:g}": {"alpha": a} for a in settings["alpha_values"]},
+            **{f"int_batch={b};hidden={h}": {"batch_size": b, "hidden": h}
+               for b in settings["hyper_int_batches"] for h in settings["hyper_hidden"]},
+            **{f"epochs={e}": {"epochs": e} for e in settings["epochs_grid"]}, "base": {}}
+
+
+@dataclass(frozen=True)
+class SensitivityStudy:
+    """The profile's settings, source model, every named refiner and the BN-adapted LT streams."""
+
+    settings: Settings
+    setup: SourceSetup
+    refiners: dict[str, Refiner]
+    streams: list[Stream]
+
+    def named(self, prefix: str) -> dict[str, Refiner]:
+        """The refiners whose name starts with ``prefix``."""
+        return {name: refiner for name, refiner in self.refiners.items() if name.startswith(prefix)}
+
+    def bnadapt_rows(self, prefix: str) -> pd.DataFrame:
+        """BNAdapt alone and with each refiner named ``prefix...`` on the LT streams; ``params``
+        names each refiner's setting, ``refiner`` is "none" or "dart"."""
+        s = self.settings
+        refiners = self.named(prefix)
+        frame = evaluate_refiners(self.streams, {"none": None, **refiners}, dataset=s["corrupted_dataset"],
+                                  experiment="sensitivity", severity=s["severity"], seed=s["seed"])
+        frame["params"] = frame.refiner.map({"none": "", **{k: k for k in refiners}})
+        frame["refiner"] = ["none" if r == "none" else "dart" for r in frame.refiner]
+        return frame
+
+    def stream_limit(self) -> str:
+        """The ``limit=`` option of the TENT cells ("" when streams are whole)."""
+        limit = self.settings["tent_stream_limit"]
+        return f",limit={limit}" if limit else ""
+
+
+def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> SensitivityStudy:
+    """Every refiner of :func:`refiner_changes` (those not saved beside the checkpoint yet train
+    together, one pass of the frozen classifier per intermediate batch size) and the LT streams."""
+    base = ablation_base_config(settings)
+    changes = refiner_changes(settings)
+    trained = load_or_train_refiners(setup.checkpoint, setup.model, setup.train,
+                                     [replace(base, **c) for c in changes.values()], progress=False)
+    streams = bnadapt_streams(setup.model, dataset=settings["corrupted_dataset"],
+                              corruptions=settings["sensitivity_corruptions"], shifts={"lt": settings["lt_rhos"]},
+                              severity=settings["severity"], seed=settings["seed"],
+                              batch_size=settings["test_batch_size"])
+    return SensitivityStudy(settings=settings, setup=setup, streams=streams,
+                            refiners={name: refiner for name, (refiner, _) in zip(changes, trained)})
+
+
+def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The alpha table's cells: BNAdapt (+DART) rows, and both methods' rows with ``refiner``
+    "none" or "DART (alpha=...)"; TENT's run through the grid runner
+    (``results/<profile>/sensitivity_tent.csv``, resumable)."""
+    s = study.settings
+    alpha_refiners = study.named("alpha=")
+    alpha_bn = study.bnadapt_rows("alpha=")
+    limit = study.stream_limit()
+    rhos = [float(r) for r in s["lt_rhos"]]
+
+    def tent(refiner: str, params: list[str]):
+        return grid(dataset=[s["corrupted_dataset"]], shift=["lt"], shift_param=rhos, corruption=s["tent_corruptions"],
+                    severity=[s["severity"]], method=["tent"], refiner=[refiner], params=params, seed=[s["seed"]])
+
+    tent_cells = tent("none", [limit.lstrip(",")]) + tent("dart", [f"{k}{limit}" for k in alpha_refiners])
+    batch = s["test_batch_size"]
+    contexts = {k: Table1Context(source=study.setup.model, refiner=r, batch_size=batch) for k, r in alpha_refiners.items()}
+    contexts[""] = Table1Context(source=study.setup.model, refiner=None, batch_size=batch)
+
+    def context(cell):
+        alpha = cell_options(cell).get("alpha")
+        return contexts["" if alpha is None else f"alpha={alpha}"]
+
+    alpha_tent = run_grid(tent_cells, lambda c: evaluate_cell(c, context(c)),
+                          path=results_dir(s.profile) / "sensitivity_tent.csv", experiment="sensitivity_alpha",
+                          progress=s.profile != "smoke", inputs=lambda c: context(c).inputs(c))
+    frame = pd.concat([alpha_bn, alpha_tent], ignore_index=True)
+    frame["refiner"] = [r if r == "none" else f"DART (alpha={parse_params(p)['alpha']})"
+                        for r, p in zip(frame.refiner, frame.params)]
+    return alpha_bn, frame
+
+
+def run_hyper(study: SensitivityStudy) -> pd.DataFrame:
+    """The intermediate batch x hidden width cells; BNAdapt alone is repeated once per hidden
+    width so that it fills each column group."""
+    frame = study.bnadapt_rows("int_batch=")
+    return pd.concat([frame[frame.refiner == "none"].assign(params=f"hidden={h}")
+                      for h in study.settings["hyper_hidden"]]
+                     + [frame[frame.refiner != "none"]], ignore_index=True)
+
+
+def write_bnadapt_cells(*, study: SensitivityStudy, frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Every distinct BNAdapt(+DART) cell of the alpha, hyperparameter and epochs tables, written
+    to ``results/<profile>/sensitivity.csv`` for the claims ledger."""
+    cells = pd.concat(frames, ignore_index=True)
+    cells = cells.drop_duplicates(["corruption", "shift", "shift_param", "method", "refiner", "params"])
+    cells.to_csv(results_dir(study.settings.profile) / "sensitivity.csv", index=False, float_format="%.4f")
+    return cells
+
+
+def run_epochs_imb(study: SensitivityStudy) -> pd.DataFrame:
+    """BNAdapt with the epochs table's refiners on CIFAR-10C-imb streams (beyond the paper's table),
+    written to ``results/<profile>/sensitivity_epochs_imb.csv``."""
+    s = study.settings
+    subset = s["imb_subset_size"]
+    streams = bnadapt_streams(study.setup.model, dataset=s["corrupted_dataset"],
+                              corruptions=s["sensitivity_corruptions"], shifts={"online-imb": s["epochs_imb_irs"]},
+                              severity=s["severity"], seed=s["seed"], batch_size=s["test_batch_size"],
+                              subset_size=subset)
+    frame = evaluate_refiners(streams, {"none": None, **study.named("epochs=")}, dataset=s["corrupted_dataset"],
+                              experiment="sensitivity_epochs_imb", severity=s["severity"], seed=s["seed"])
+    frame["params"] = [f"subset={subset}" + ("" if r == "none" else f",{r}") for r in frame.refiner]
+    frame["refiner"] = ["none" if r == "none" else "dart" for r in frame.refiner]
+    frame.to_csv(results_dir(s.profile) / "sensitivity_epochs_imb.csv", index=False, float_format="%.4f")
+    return frame
+
+
+def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
+    """NoAdapt, BNAdapt and TENT (+DART with the ``base`` refiner) per test batch size on balanced
+    streams, through the grid runner (``results/<profile>/sensitivity_batch.csv``); ``column``
+    holds the test batch size."""
+    s = study.settings
+    context = Table1Context(source=study.setup.model, refiner=study.refiners["base"], batch_size=s["test_batch_size"])
+    limit = study.stream_limit()
+    cells = [c for c in grid(dataset=[s["corrupted_dataset"]], shift=["none"], shift_param=[None],
+                             corruption=s["tent_corruptions"], severity=[s["severity"]],
+                             method=["noadapt", "bnadapt", "tent"], refiner=["none", "dart"],
+                             params=[f"test_batch={b}{limit}" for b in s["test_batches"]], seed=[s["seed"]])
+             if not (c.method == "noadapt" and c.refiner == "dart")]
+    frame = run_grid(cells, lambda c: evaluate_cell(c, context), path=results_dir(s.profile) / "sensitivity_batch.csv",
+                     experiment="sensitivity_batch", progress=s.profile != "smoke", inputs=context.inputs)
+    frame["column"] = [int(parse_params(p)["test_batch"]) for p in frame.params]
+    return frame

@@ -1,0 +1,23 @@
+"""Notebook 10's cost table beside the paper's (its numbers come from its GPU, ours from the
+device named beside them)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dartlib.experiments.settings import Settings
+from dartlib.reporting.paper import load_table
+
+
+def costs_beside_paper(*, ours: pd.DataFrame, settings: Settings, device_name: str, images: int) -> pd.DataFrame:
+    """Our cost rows merged with the paper's (suffix ``_paper``), wall clocks also relative to
+    BNAdapt's; printed."""
+    paper = load_table("app_cost")[["method", "refiner", "params_m", "trainable_params_m", "flops_g", "wall_clock_s"]]
+    bnadapt = paper.set_index(["method", "refiner"]).loc[("bnadapt", "none"), "wall_clock_s"]
+    paper["wall_clock_vs_bnadapt"] = paper.wall_clock_s / bnadapt
+    side = ours.merge(paper, on=["method", "refiner"], suffixes=("", "_paper"))
+    side.insert(0, "row", [m + ("+DART" if r == "dart" else "") for m, r in zip(side.method, side.refiner)])
+    print(f"ours: {settings['source_arch']} on {device_name}, {images} images ({settings.profile} profile); "
+          f"paper: ResNet-26 on its GPU, CIFAR-10-C")
+    print(side.drop(columns=["method", "refiner", "device", "images"]).round(4).to_string(index=False))
+    return side

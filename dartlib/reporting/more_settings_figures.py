@@ -1,0 +1,31 @@
+"""Notebook 09's figure: accuracy against IR on CIFAR-10C-imb, and the mixed-domain streams."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from dartlib.experiments.settings import Settings
+from dartlib.reporting.figures import save_figure
+from dartlib.reporting.more_settings_tables import mixed_layout
+
+
+def _with_row(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(row=[m + ("+DART" if r == "dart" else "") for m, r in zip(frame.method, frame.refiner)])
+
+
+def plot_more_settings(*, imb: pd.DataFrame, mixed: pd.DataFrame, settings: Settings) -> plt.Figure:
+    """BNAdapt and TENT (+DART) per IR, and every method on both mixed-domain streams; saved as
+    ``figures/<profile>/more_settings``."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    curve = _with_row(imb[imb.method.isin(["bnadapt", "tent"])])
+    curve.pivot_table(index="shift_param", columns="row", values="accuracy").plot(ax=axes[0], marker="o", logx=True)
+    axes[0].set_xlabel("imbalance ratio (IR)")
+    axes[0].set_ylabel("accuracy (%)")
+    axes[0].set_title("CIFAR-10C-imb protocol")
+    _with_row(mixed_layout(mixed)).pivot_table(index="row", columns="column", values="accuracy").plot.bar(ax=axes[1])
+    axes[1].set_xlabel("")
+    axes[1].set_title("mixed domains")
+    fig.suptitle(f"{settings['corrupted_dataset']} ({settings.profile} profile)")
+    save_figure(fig, profile=settings.profile, name="more_settings")
+    return fig

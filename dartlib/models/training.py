@@ -171,9 +171,9 @@ def load_weights(path: Path | str, *, map_location: str = "cpu", required: tuple
     try:
         with torch.serialization.safe_globals([TorchVersion]):
             blob = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as err:
+    except (RuntimeError, OSError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as err:
         if not path.is_file():
-            raise FileNotFoundError(f"no checkpoint at {path}") from None
+            raise
         raise DamagedFileError(path, f"not a readable checkpoint ({type(err).__name__}: {str(err)[:120]})", remedy) from None
     missing = [k for k in required if not isinstance(blob, dict) or k not in blob]
     if missing:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -10,6 +11,29 @@ from dartlib.profiles import DEFAULT_PROFILE, profile_names
 from dartlib.registry import UnknownNameError
 
 VALIDATION_EPOCHS = 2  # g_phi length of ``validate-alpha`` unless --epochs says otherwise
+RESUMABLE = ("grid", "run")  # commands that keep finished work: an interrupted one is resumed by running it again
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def float_list(text: str) -> list[float]:
+    """An argparse type: comma-separated numbers, e.g. ``0.1,1,10``."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers such as 0.1,1,10, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -302,7 +326,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     # the rule keeps the paper's alpha unless it costs too much (dartlib.experiments.validation), not the profile's current one
     config = dart_config(p, alpha=load_profile("paper")["dart_alpha"], epochs=args.epochs)
     frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(p["source_dataset"], split="train"),
-                                   config=config, alphas=[float(a) for a in args.alphas.split(",")],
+                                   config=config, alphas=args.alphas,
                                    heldout_per_class=args.heldout, batch_size=p["test_batch_size"],
                                    max_loss=args.max_loss, holdout_corruptions=corruptions, severity=p["severity"])
     path = results_dir(args.profile) / validation_filename(corrupted=bool(corruptions), epochs=args.epochs)
@@ -363,7 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.set_defaults(func=_cmd_data_download)
     prepare = data.add_parser("prepare", help="generate a corrupted test set in the CIFAR-C layout")
     prepare.add_argument("dataset", choices=["cifar10c", "cifar100c", "fmnistc"])
-    prepare.add_argument("--severities", type=int, nargs="+", default=[5], help="default: 5 (the paper's)")
+    prepare.add_argument("--severities", type=int, nargs="+", default=[5], choices=range(1, 6), metavar="{1..5}",
+                         help="default: 5 (the paper's)")
     prepare.add_argument("--corruptions", nargs="+", help="default: all 15")
     prepare.add_argument("--seed", type=int, default=0)
     prepare.set_defaults(func=_cmd_data_prepare)
@@ -414,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="table1: notebook 06's grid; online_imbalance: notebook 11's; backbone_study: notebook 14's")
     grid_.add_argument("--profile", default=DEFAULT_PROFILE)
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
-    grid_.add_argument("--threads", type=int, help="torch CPU threads for this process")
+    grid_.add_argument("--threads", type=positive_int, help="torch CPU threads for this process")
     grid_.add_argument("--refiners", help="comma-separated refiners to keep (e.g. none: the cells without DART first)")
     grid_.add_argument("--methods", help="comma-separated methods to keep (e.g. note,sar: split the slow ones across workers)")
     grid_.add_argument("--status", action="store_true",
@@ -423,14 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     valid = sub.add_parser("validate-alpha", help="choose alpha for a profile's backbone on held-out training data")
     valid.add_argument("--profile", default=DEFAULT_PROFILE)
-    valid.add_argument("--alphas", default="0.1,1,10", help="comma-separated candidates (default 0.1,1,10)")
-    valid.add_argument("--epochs", type=int, default=VALIDATION_EPOCHS, help="intermediate epochs of each candidate's g_phi")
+    valid.add_argument("--alphas", type=float_list, default="0.1,1,10", help="comma-separated candidates (default 0.1,1,10)")
+    valid.add_argument("--epochs", type=positive_int, default=VALIDATION_EPOCHS, help="intermediate epochs of each candidate's g_phi")
     valid.add_argument("--heldout", type=int, default=500, help="training images per class held out")
     valid.add_argument("--max-loss", type=float, default=0.5, help="accuracy points DART may lose on held-out i.i.d.")
     valid.add_argument("--holdout-corruptions",
                        help="comma-separated held-out corruptions (speckle_noise, gaussian_blur, saturate) applied to the "
                             "held-out images at the profile's severity; the rule then reads their mean i.i.d. loss")
-    valid.add_argument("--threads", type=int, help="torch CPU threads for this process")
+    valid.add_argument("--threads", type=positive_int, help="torch CPU threads for this process")
     valid.set_defaults(func=_cmd_validate_alpha)
 
     train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
@@ -439,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--arch")
     train.add_argument("--recipe")
     train.add_argument("--seed", type=int)
-    train.add_argument("--max-epochs", type=int, help="stop after this many epochs in this call (the next call resumes)")
+    train.add_argument("--max-epochs", type=positive_int, help="stop after this many epochs in this call (the next call resumes)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--directory", type=Path,
                        help="train into this folder instead of the data root's checkpoints/ (where the committed "
@@ -460,9 +485,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dartlib.data.files import DamagedFileError
+
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        hint = f"; resume with: python -m dartlib {shlex.join(argv)}" if args.command in RESUMABLE else ""
+        print(f"interrupted{hint}", file=sys.stderr)
+        return 130
+    except DamagedFileError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 4
     except UnknownNameError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ import papermill as pm
 from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
+from dartlib.data.files import temporary_name
 from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT, runs_dir
 from dartlib.profiles import load_profile
 from dartlib.registry import UnknownNameError, unknown_name_message
@@ -136,17 +137,22 @@ def strip_run_metadata(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def refresh_notebooks(notebooks: list[str] | None = None) -> list[NotebookRun]:
-    """Re-execute committed notebooks in place with their own parameters (the smoke values)."""
+    """Re-execute committed notebooks with their own parameters (the smoke values). Each runs into
+    a temporary copy beside it that replaces the notebook only once it has run through, so an
+    interruption or a failing cell leaves the committed notebook as it was."""
     _kernel_env()
     runs = []
     for path in tqdm(resolve_notebooks(notebooks), desc="refresh", unit="nb"):
         start = time.perf_counter()
+        tmp = temporary_name(path)
         try:
-            _execute(path, path, {})
+            _execute(path, tmp, {})
+            nbformat.write(strip_run_metadata(nbformat.read(tmp, as_version=4)), tmp)
+            os.replace(tmp, path)
         except PapermillExecutionError as err:
             runs.append(NotebookRun(path.stem, time.perf_counter() - start, "failed", _failure_detail(err)))
             continue
-        nb = nbformat.read(path, as_version=4)
-        nbformat.write(strip_run_metadata(nb), path)
+        finally:
+            tmp.unlink(missing_ok=True)
         runs.append(NotebookRun(path.stem, time.perf_counter() - start, "ok"))
     return runs

@@ -162,8 +162,8 @@ def test_results_come_back_in_the_requested_order_however_they_were_computed(tmp
     path = tmp_path / "grid.csv"
     cells = grid(dataset=["d"], shift=["online-imb"], shift_param=[1.0, 5.0, 20.0, 5000.0], corruption=["fog"],
                  severity=[5], method=["bnadapt"])
-    run_grid(cells[2:], lambda c: {"n": 1, "accuracy": c.shift_param}, path=path, experiment="x", progress=False)
-    done = run_grid(cells, lambda c: {"n": 1, "accuracy": c.shift_param}, path=path, experiment="x", progress=False)
+    run_grid(cells[2:], lambda c: {"n": 1, "accuracy": c.shift_param / 100}, path=path, experiment="x", progress=False)
+    done = run_grid(cells, lambda c: {"n": 1, "accuracy": c.shift_param / 100}, path=path, experiment="x", progress=False)
     assert read_results(path).shift_param.tolist() == [20.0, 5000.0, 1.0, 5.0]  # stored as computed
     assert done.shift_param.tolist() == [1.0, 5.0, 20.0, 5000.0]
-    assert done.accuracy.tolist() == [1.0, 5.0, 20.0, 5000.0]
+    assert done.accuracy.tolist() == [0.01, 0.05, 0.2, 50.0]

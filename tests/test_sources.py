@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -203,6 +204,9 @@ def test_zenodo_download_verifies_md5_and_unpacks(data_root, tmp_path):
     assert folder == data_root / "CIFAR-10-C"
     assert load("cifar10c", corruption="fog", severity=5).images.shape == (2, 32, 32, 3)
 
+    with pytest.raises(FileExistsError, match="not empty"):  # never unpacked over a folder
+        dl.download_corrupted("cifar10c", api=api.as_uri() + "/")
+    shutil.rmtree(folder)
     publish("0" * 32)
     with pytest.raises(dl.ChecksumError, match="differs from"):
         dl.download_corrupted("cifar10c", api=api.as_uri() + "/")

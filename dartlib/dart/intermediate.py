@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from dartlib.dart.refiner import (
     matched_hidden,
     refine,
 )
+from dartlib.data.files import atomic_path
 from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, long_tailed_counts
 from dartlib.data.sources import Dataset
 from dartlib.devices import default_device
@@ -289,7 +289,7 @@ def load_or_train_refiners(
 
 
 def _load(path: Path) -> tuple[Refiner, list[dict]]:
-    blob = load_weights(path)
+    blob = load_weights(path, required=("module", "config", "num_classes", "log"))
     return _from_blob(blob), blob["log"]
 
 
@@ -307,9 +307,8 @@ def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, tr
         "meta": {"source_checkpoint": checkpoint.name, "train_digest": train.digest(), **timing,
                  "device": device, "dartlib_version": __version__},
     }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(blob, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(blob, tmp)
 
 
 def _build(config: DartConfig, num_classes: int, *, feature_dim: int | None = None,

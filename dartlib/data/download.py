@@ -13,9 +13,11 @@ import json
 import os
 import shutil
 import tarfile
+import tempfile
 import urllib.request
 from pathlib import Path
 
+from dartlib.data.files import atomic_path
 from dartlib.data.sources import corrupted_dir
 from dartlib.paths import data_root
 
@@ -23,6 +25,7 @@ ZENODO_API = "https://zenodo.org/api/records/"
 ZENODO_RECORDS = {"cifar10c": ("2535967", "CIFAR-10-C.tar"), "cifar100c": ("3555552", "CIFAR-100-C.tar")}
 TORCHVISION = {"cifar10": "CIFAR10", "cifar100": "CIFAR100", "fmnist": "FashionMNIST"}
 DOWNLOADABLE = tuple(TORCHVISION) + tuple(ZENODO_RECORDS)
+TIMEOUT_S = 60  # per blocking socket operation: a stalled server fails the download instead of hanging it
 
 
 class ChecksumError(RuntimeError):
@@ -38,15 +41,14 @@ def md5sum(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def _fetch(url: str, dest: Path) -> None:
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
-    with urllib.request.urlopen(url) as response, open(tmp, "wb") as out:  # noqa: S310 (fixed hosts)
+    with atomic_path(dest) as tmp, urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, \
+            open(tmp, "wb") as out:  # noqa: S310 (fixed hosts)
         shutil.copyfileobj(response, out, length=1 << 20)
-    os.replace(tmp, dest)
 
 
 def zenodo_file(record: str, name: str, *, api: str = ZENODO_API) -> tuple[str, str]:
     """(download URL, md5) of file ``name`` of a Zenodo record, from the record's metadata."""
-    with urllib.request.urlopen(f"{api}{record}") as response:  # noqa: S310
+    with urllib.request.urlopen(f"{api}{record}", timeout=TIMEOUT_S) as response:  # noqa: S310
         meta = json.load(response)
     for entry in meta["files"]:
         if entry["key"] == name:
@@ -58,7 +60,14 @@ def zenodo_file(record: str, name: str, *, api: str = ZENODO_API) -> tuple[str, 
 
 
 def download_corrupted(name: str, *, api: str = ZENODO_API) -> Path:
-    """Fetch CIFAR-10-C / CIFAR-100-C, verify its md5, unpack it where the loader looks."""
+    """Fetch CIFAR-10-C / CIFAR-100-C, verify its md5, unpack it where the loader looks. The
+    archive is unpacked into a fresh folder beside the target and renamed to it; a target that
+    exists with files in it is never replaced (it may be a folder the user named)."""
+    target = corrupted_dir(name)
+    if target.is_dir() and any(target.iterdir()):
+        raise FileExistsError(f"{target} exists and is not empty; the download never replaces a folder. Move it away "
+                              "(or point the dataset's variable at a new folder, see `python -m dartlib data status`) "
+                              "and run again")
     record, filename = ZENODO_RECORDS[name]
     url, md5 = zenodo_file(record, filename, api=api)
     downloads = data_root() / "downloads"
@@ -70,17 +79,15 @@ def download_corrupted(name: str, *, api: str = ZENODO_API) -> Path:
     if got != md5:
         raise ChecksumError(f"{archive}: md5 {got} differs from {md5} published by Zenodo record {record}; "
                             "delete it and download again")
-    target = corrupted_dir(name)
-    staging = target.with_name(f".{target.name}.unpack")
-    shutil.rmtree(staging, ignore_errors=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(staging, filter="data")
-    unpacked = next(p for p in staging.rglob("labels.npy")).parent
     target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(unpacked, target)
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".unpack", dir=target.parent))
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(staging, filter="data")
+        unpacked = next(p for p in staging.rglob("labels.npy")).parent
+        os.replace(unpacked, target)  # an empty target folder is replaced, a non-empty one refused
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

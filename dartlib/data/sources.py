@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dartlib.data.files import DamagedFileError, atomic_path, load_npy, load_npz, read_json
 from dartlib.paths import data_root
 from dartlib.registry import Registry
 
@@ -181,21 +181,35 @@ def _resize_centre_crop(img, size: int):
 
 
 def _cache_path(tag: str, source: Path) -> Path:
-    key = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:12]
-    return data_root() / "cache" / f"{tag}-{key}.npz"
+    """The cache of ``source`` under the data root, keyed on its content: every file's relative
+    path, size and modification time, so an added, removed or replaced image gives a new key."""
+    h = hashlib.sha256(str(source.resolve()).encode())
+    for folder, dirs, files in sorted(os.walk(source)):
+        dirs.sort()
+        for name in sorted(files):
+            st = os.stat(os.path.join(folder, name))
+            h.update(f"{os.path.relpath(os.path.join(folder, name), source)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return data_root() / "cache" / f"{tag}-{h.hexdigest()[:12]}.npz"
+
+
+def _read_cache(cache: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    images, labels, classes = load_npz(cache, ("images", "labels", "classes"),
+                                       remedy="delete it; the next load decodes the images again")
+    return images, labels, tuple(str(c) for c in classes)
+
+
+def _write_cache(cache: Path, images: np.ndarray, labels: np.ndarray, classes: tuple[str, ...]) -> None:
+    with atomic_path(cache) as tmp:
+        np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
 
 
 def _cached_folder(tag: str, root: Path, size: int | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """Decode an image folder once; later loads read a compressed cache under the data root."""
     cache = _cache_path(f"{tag}-{size}", root)
     if cache.is_file():
-        with np.load(cache, allow_pickle=False) as z:
-            return z["images"], z["labels"], tuple(str(c) for c in z["classes"])
+        return _read_cache(cache)
     images, labels, classes = read_image_folder(root, size=size)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_suffix(".tmp.npz")
-    np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
-    os.replace(tmp, cache)
+    _write_cache(cache, images, labels, classes)
     return images, labels, classes
 
 
@@ -252,9 +266,12 @@ def _severity_rows(folder: Path, total_rows: int) -> dict[int, slice]:
     """Rows of each severity: from our manifest when present, else the official 5-way split."""
     manifest = folder / MANIFEST
     if manifest.is_file():
-        meta = json.loads(manifest.read_text())
-        per = int(meta["rows_per_severity"])
-        return {int(s): slice(i * per, (i + 1) * per) for i, s in enumerate(meta["severities"])}
+        meta = read_json(manifest, required=("rows_per_severity", "severities"), remedy=_manifest_remedy(folder))
+        try:
+            per = int(meta["rows_per_severity"])
+            return {int(s): slice(i * per, (i + 1) * per) for i, s in enumerate(meta["severities"])}
+        except (TypeError, ValueError) as err:
+            raise DamagedFileError(manifest, f"unreadable severities or rows ({err})", _manifest_remedy(folder)) from None
     per = total_rows // 5
     return {s: slice((s - 1) * per, s * per) for s in range(1, 6)}
 
@@ -276,9 +293,13 @@ def load_corrupted(name: str, *, corruption: str, severity: int = 5, split: str 
     data_file, labels_file = folder / f"{corruption}.npy", folder / "labels.npy"
     if not data_file.is_file() or not labels_file.is_file():
         raise DataMissingError(name, data_file, _CORRUPTED_REMEDY[name])
-    data = np.load(data_file, mmap_mode="r")
-    labels = np.load(labels_file, mmap_mode="r")
+    remedy = f"delete it and obtain it again: {_CORRUPTED_REMEDY[name]}"
+    data = load_npy(data_file, mmap_mode="r", remedy=remedy)
+    labels = load_npy(labels_file, mmap_mode="r", remedy=remedy)
     rows = _severity_rows(folder, data.shape[0])
+    if labels.shape[0] != data.shape[0]:
+        raise DamagedFileError(labels_file, f"{labels.shape[0]} labels for the {data.shape[0]} images of {data_file.name}",
+                               remedy)
     if severity not in rows:
         raise DataMissingError(name, data_file, f"severity {severity} is not in this file (it has {sorted(rows)}); "
                                + _CORRUPTED_REMEDY[name])
@@ -288,10 +309,14 @@ def load_corrupted(name: str, *, corruption: str, severity: int = 5, split: str 
                    {"corruption": corruption, "severity": severity, "source": str(folder)})
 
 
+def _manifest_remedy(folder: Path) -> str:
+    return f"delete {folder} (a generated set) and generate it again with `python -m dartlib data prepare <dataset>`"
+
+
 def _class_names_for(name: str, folder: Path) -> tuple[str, ...]:
     manifest = folder / MANIFEST
     if manifest.is_file():
-        classes = json.loads(manifest.read_text()).get("classes")
+        classes = read_json(manifest, remedy=_manifest_remedy(folder)).get("classes")
         if classes:
             return tuple(classes)
     if name == "fmnistc":
@@ -364,8 +389,7 @@ def load_imagenet(*, split: str = "train", per_class: int | None = 50, seed: int
                                f"as {root}/train/<wnid>/<image>.JPEG (the usual ImageFolder layout)")
     cache = _cache_path(f"imagenet-{split}-{per_class}-{seed}-{image_size}", folder)
     if cache.is_file():
-        with np.load(cache, allow_pickle=False) as z:
-            images, labels, classes = z["images"], z["labels"], tuple(str(c) for c in z["classes"])
+        images, labels, classes = _read_cache(cache)
     else:
         classes = tuple(sorted(d.name for d in folder.iterdir() if d.is_dir()))
         rng = np.random.default_rng(seed)
@@ -381,10 +405,7 @@ def load_imagenet(*, split: str = "train", per_class: int | None = 50, seed: int
                     images_list.append(np.asarray(_resize_centre_crop(img.convert("RGB"), image_size), dtype=np.uint8))
                 labels_list.append(label)
         images, labels = np.stack(images_list), np.asarray(labels_list, dtype=np.int64)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp.npz")
-        np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
-        os.replace(tmp, cache)
+        _write_cache(cache, images, labels, classes)
     return Dataset("imagenet", split, images, labels, classes, {"per_class": per_class, "seed": seed, "source": str(root)})
 
 

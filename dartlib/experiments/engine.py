@@ -241,7 +241,7 @@ def prepare_context(
     from dartlib.data.prepare import ensure_corrupted
     from dartlib.experiments.settings import dart_config
     from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
-    from dartlib.models.training import checkpoint_path, load_checkpoint, train_source
+    from dartlib.models.training import check_training_data, checkpoint_path, load_checkpoint, train_source
     from dartlib.tta.note import iabn_path, load_or_finetune_iabn
 
     device = device or default_device()
@@ -261,6 +261,8 @@ def prepare_context(
         train = load(source_dataset, split="train")
         ensure_corrupted(corrupted_dataset, severities=[severity])
     model, meta = load_checkpoint(checkpoint)
+    if train is not None:
+        check_training_data(checkpoint=checkpoint, meta=meta, train=train)
     refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
     iabn = None
     if with_note:

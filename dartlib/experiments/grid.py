@@ -26,7 +26,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -35,6 +34,8 @@ from pathlib import Path
 
 import pandas as pd
 from tqdm import tqdm
+
+from dartlib.data.files import DamagedFileError, atomic_path
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
           "seed", "n", "accuracy", "seconds", "key", "inputs"]
@@ -79,23 +80,43 @@ NUMERIC = ["shift_param", "severity", "seed", "n", "accuracy", "seconds"]
 
 def read_results(path: Path) -> pd.DataFrame:
     """A results CSV: text columns as strings (empty stays ""), numeric columns as numbers; a
-    schema column the file lacks (``seconds``, ``key``) is added empty."""
+    schema column the file lacks (``seconds``, ``key``) is added empty. A file that cannot be
+    parsed, or a row whose ``accuracy`` is not a number in 0..100 or whose other numeric fields
+    are not numbers (a damaged or truncated row), raises
+    :class:`~dartlib.data.files.DamagedFileError` naming the file and the row."""
     if not path.is_file():
         return pd.DataFrame(columns=SCHEMA)
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    remedy = f"delete the damaged row (or the whole file {path.name}) and run the grid again to recompute it"
+    with open(path, "rb") as fh:
+        fh.seek(max(0, path.stat().st_size - 1))
+        if fh.read(1) not in (b"\n", b""):
+            raise DamagedFileError(path, "its last line is cut short (a truncated file)", remedy)
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise DamagedFileError(path, f"not a results CSV ({str(err).strip()})", remedy) from None
+    if "accuracy" not in frame:
+        raise DamagedFileError(path, f"no accuracy column (columns: {', '.join(map(str, frame.columns))})", remedy)
     for col in SCHEMA:  # files written outside the runner may lack its bookkeeping columns
         if col not in frame:
             frame[col] = ""
     for col in NUMERIC:
-        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+        raw = frame[col]
+        frame[col] = pd.to_numeric(raw, errors="coerce")
+        bad = frame[col].isna() & (raw.str.strip() != "") & (raw.str.lower() != "nan")
+        if col == "accuracy":
+            bad |= ~frame[col].between(0, 100)
+        if bad.any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            raise DamagedFileError(path, f"line {i + 2} has {col} {raw.iloc[i]!r}, not a number"
+                                   + (" in 0..100" if col == "accuracy" else "") + f" ({int(bad.sum())} such rows)",
+                                   remedy)
     return frame
 
 
 def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    frame.to_csv(tmp, index=False, float_format="%.6g")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.6g")
 
 
 def parse_shard(spec: str) -> tuple[int, int]:
@@ -202,7 +223,8 @@ def run_grid(
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     todo = [c for c, state in zip(cells, _states(cells, path, digests)) if state != "current"]
     todo = _borrow(todo, digests, reuse, path=path, experiment=experiment)
-    bar = tqdm(todo, desc=experiment, unit="cell", disable=not progress)
+    # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
+    bar = tqdm(todo, desc=experiment, unit="cell", **({} if progress else {"disable": True}))
     for cell in bar:
         bar.set_postfix_str(cell.label())
         start = time.perf_counter()

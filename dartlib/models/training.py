@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,8 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from dartlib import __version__
-from dartlib.data.sources import load
+from dartlib.data.files import REGENERATE, DamagedFileError, atomic_path, committed_remedy
+from dartlib.data.sources import Dataset, load
 from dartlib.devices import default_device
 from dartlib.models.backbones import build
 from dartlib.paths import data_root
@@ -131,7 +131,8 @@ def sgd_epoch(
     GPU: bfloat16 autocast and channels-last."""
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else _nullcontext()
     loss_sum, correct, seen = 0.0, 0, 0
-    bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
+    # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
+    bar = tqdm(range(steps), desc=desc, leave=False, **({} if progress else {"disable": True}))
     for i in bar:
         idx = order[i * batch_size : (i + 1) * batch_size]
         x = _augment(to_tensor(images[idx.numpy()]), augmentation, gen).to(device)
@@ -154,14 +155,54 @@ def sgd_epoch(
     return loss_sum, correct, seen
 
 
-def load_weights(path: Path | str, *, map_location: str = "cpu") -> dict:
+def load_weights(path: Path | str, *, map_location: str = "cpu", required: tuple[str, ...] = ()) -> dict:
     """``torch.load`` with ``weights_only=True``: tensors and plain values only, so a shared or
     downloaded checkpoint cannot run code. Metadata saved by earlier versions holds
-    ``torch.__version__`` as a ``TorchVersion`` (a ``str`` subclass), allowed here by name."""
+    ``torch.__version__`` as a ``TorchVersion`` (a ``str`` subclass), allowed here by name.
+    A truncated or foreign file, or one without the entries ``required``, raises
+    :class:`~dartlib.data.files.DamagedFileError` naming it."""
+    import pickle
+    import zipfile
+
     from torch.torch_version import TorchVersion
 
-    with torch.serialization.safe_globals([TorchVersion]):
-        return torch.load(path, map_location=map_location, weights_only=True)
+    path = Path(path)
+    remedy = _damaged_remedy(path)
+    try:
+        with torch.serialization.safe_globals([TorchVersion]):
+            blob = torch.load(path, map_location=map_location, weights_only=True)
+    except (RuntimeError, OSError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as err:
+        if not path.is_file():
+            raise
+        raise DamagedFileError(path, f"not a readable checkpoint ({type(err).__name__}: {str(err)[:120]})", remedy) from None
+    missing = [k for k in required if not isinstance(blob, dict) or k not in blob]
+    if missing:
+        raise DamagedFileError(path, f"lacks the entries {missing}", remedy)
+    return blob
+
+
+def _damaged_remedy(path: Path) -> str:
+    """Committed checkpoints are restored from git; any other is retrained when deleted."""
+    import subprocess
+
+    try:
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path.name], cwd=path.parent,
+                                 capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        tracked = False
+    return committed_remedy(path) if tracked else REGENERATE
+
+
+def check_training_data(*, checkpoint: Path, meta: dict, train: Dataset) -> None:
+    """Raise ``ValueError`` when ``train`` is not the data the source model in ``checkpoint`` was
+    trained on (g_phi and NOTE's IABN copy are trained on the source's training set, Section 4).
+    A checkpoint that records no digest (a released model) is not checked."""
+    recorded = meta.get("dataset_digest")
+    if recorded and recorded != train.digest():
+        raise ValueError(f"{checkpoint} was trained on {meta.get('dataset', '?')} with digest {recorded[:16]}, but the "
+                         f"{train.name}/{train.split} data in use have digest {train.digest()[:16]}: the data changed "
+                         "since the model was trained; restore the original data, or delete the checkpoint (and the "
+                         "refiners and IABN copies beside it) to retrain on the data in use")
 
 
 def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: str = "train",
@@ -174,9 +215,8 @@ def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: s
 
 
 def _atomic_torch_save(obj: object, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def train_source(
@@ -213,7 +253,7 @@ def train_source(
     history: list[dict] = []
     start_epoch, elapsed = 0, 0.0
     if partial.is_file():
-        state = load_weights(partial, map_location=device)
+        state = load_weights(partial, map_location=device, required=("model", "optimizer", "epoch", "history", "seconds"))
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start_epoch, history, elapsed = state["epoch"], state["history"], state["seconds"]
@@ -274,7 +314,7 @@ def save_source(model: nn.Module, meta: dict, path: Path) -> Path:
 
 def load_checkpoint(path: Path | str, *, device: str = "cpu") -> tuple[nn.Module, dict]:
     """A trained source model (eval mode) and its metadata."""
-    blob = load_weights(path, map_location=device)
+    blob = load_weights(path, map_location=device, required=("model", "meta"))
     meta = blob["meta"]
     # An "-imagenet" suffix names the initialisation of a fine-tuned model, not its architecture;
     # the saved weights replace it, so loading needs no pretrained download.

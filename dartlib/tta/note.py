@@ -23,6 +23,7 @@ from torch.nn import functional as F
 
 from dartlib import __version__
 from dartlib.dart.refiner import Refiner
+from dartlib.data.files import atomic_path
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
 from dartlib.models.training import load_weights
 from dartlib.tta.base import Adapter
@@ -129,7 +130,7 @@ def load_or_finetune_iabn(
     path = iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class)
     net = to_iabn(model, k=k)
     if path.is_file():
-        blob = load_weights(path)
+        blob = load_weights(path, required=("model", "meta"))
         net.load_state_dict(blob["model"])
         return net.eval(), blob["meta"]
     start = time.perf_counter()
@@ -137,9 +138,8 @@ def load_or_finetune_iabn(
                              progress=progress, **options)
     meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "per_class": per_class, "log": log, "seed": seed,
             "seconds": time.perf_counter() - start, "device": device, "dartlib_version": __version__, **options}
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"model": {n: t.cpu() for n, t in net.state_dict().items()}, "meta": meta}, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save({"model": {n: t.cpu() for n, t in net.state_dict().items()}, "meta": meta}, tmp)
     return net.cpu().eval(), meta
 
 

@@ -1,6 +1,6 @@
-"""What the analysis notebooks (07, 08, 10, 13) share before their first experiment: the profile's
-source model f_theta0 (trained if absent), its training set (D_int is drawn from it) and the
-corrupted test sets on disk."""
+"""What the notebooks share before their first experiment: the profile's source model f_theta0
+(trained if absent), its BN-adapted copy, its training set (D_int is drawn from it) and the
+corrupted test sets on disk (generated if absent)."""
 
 from __future__ import annotations
 
@@ -13,30 +13,50 @@ from dartlib.data import load
 from dartlib.data.prepare import ensure_corrupted
 from dartlib.data.sources import Dataset
 from dartlib.experiments.settings import Settings
+from dartlib.models.backbones import frozen_bn_adapted, use_source_statistics
 from dartlib.models.training import load_checkpoint, train_source
 
 
 @dataclass(frozen=True)
 class SourceSetup:
-    """The source checkpoint's path, its model and metadata, and the clean training set."""
+    """The source checkpoint's path, its model and metadata, the model with test-batch BN
+    statistics (``frozen``), and the clean training set when it was asked for."""
 
     checkpoint: Path
     model: nn.Module
     meta: dict
-    train: Dataset | None
+    frozen: nn.Module
+    train: Dataset | None = None
 
     def describe(self, settings: Settings) -> str:
         """One line naming the source model and its clean test accuracy."""
         return (f"{settings['source_arch']} on {settings['source_dataset']} "
                 f"({self.meta['clean_test_accuracy']:.2f}% clean)")
 
+    def source_statistics_model(self) -> nn.Module:
+        """A fresh copy of the source model that normalises with its training statistics (NoAdapt)."""
+        return use_source_statistics(load_checkpoint(self.checkpoint)[0])
+
+
+def source_setup(*, source_dataset: str, source_arch: str, source_recipe: str, seed: int,
+                 corrupted_dataset: str, severity: int, with_train: bool = False) -> SourceSetup:
+    """Train (if absent) and load the source model, load its training set when ``with_train``, and
+    generate (if absent) the corrupted test sets of ``severity``."""
+    checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed, progress=False)
+    model, meta = load_checkpoint(checkpoint)
+    train = load(source_dataset, split="train") if with_train else None
+    ensure_corrupted(corrupted_dataset, severities=[severity])
+    return SourceSetup(checkpoint=checkpoint, model=model, meta=meta, frozen=frozen_bn_adapted(model), train=train)
+
 
 def prepare_source(*, settings: Settings, with_train: bool = True) -> SourceSetup:
-    """The profile's source model (trained if absent), its training set (unless ``with_train`` is
-    false) and the corrupted test sets at the profile's severity."""
-    checkpoint = train_source(dataset=settings["source_dataset"], arch=settings["source_arch"],
-                              recipe=settings["source_recipe"], seed=settings["seed"], progress=False)
-    model, meta = load_checkpoint(checkpoint)
-    train = load(settings["source_dataset"], split="train") if with_train else None
-    ensure_corrupted(settings["corrupted_dataset"], severities=[settings["severity"]])
-    return SourceSetup(checkpoint=checkpoint, model=model, meta=meta, train=train)
+    """:func:`source_setup` with a profile's settings (its training set loaded unless ``with_train`` is false)."""
+    return source_setup(source_dataset=settings["source_dataset"], source_arch=settings["source_arch"],
+                        source_recipe=settings["source_recipe"], seed=settings["seed"],
+                        corrupted_dataset=settings["corrupted_dataset"], severity=settings["severity"],
+                        with_train=with_train)
+
+
+def training_split(dataset: str) -> Dataset:
+    """The training split of ``dataset`` (D_int's pool)."""
+    return load(dataset, split="train")

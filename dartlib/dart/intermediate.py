@@ -31,7 +31,6 @@ from dartlib.dart.refiner import (
     additive_refine,
     batch_statistics,
     config_dict,
-    cosine_lr,
     matched_hidden,
     refine,
 )
@@ -39,7 +38,8 @@ from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, 
 from dartlib.data.sources import Dataset
 from dartlib.devices import default_device
 from dartlib.models.backbones import frozen_bn_adapted
-from dartlib.models.training import load_weights, to_tensor
+from dartlib.data.augmentation import to_tensor
+from dartlib.models.training import cosine_lr, load_weights
 
 
 def _unif_lt_batches(labels: np.ndarray, *, batch_size: int, n_batches: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -141,7 +141,7 @@ class _Learner:
             loss_aux = F.mse_loss(w_bal, self.eye) + F.mse_loss(b_bal, torch.zeros_like(b_bal))
             entry["loss_bal"] = float(loss_aux.detach())
             loss = loss_imb + config.alpha * loss_aux
-        lr = cosine_lr(config.lr, self.step, self.total)
+        lr = cosine_lr(base=config.lr, step=self.step, total=self.total)
         for group in self.opt.param_groups:
             group["lr"] = lr
         self.opt.zero_grad(set_to_none=True)

@@ -30,7 +30,7 @@ from dartlib.devices import default_device
 from dartlib.data.protocols import batches
 from dartlib.experiments.grid import Cell, parse_params
 from dartlib.models.backbones import frozen_bn_adapted
-from dartlib.models.training import to_tensor
+from dartlib.data.augmentation import to_tensor
 
 class SharedSourceLogits:
     """f_theta0_bar (the frozen BN-adapted source model) with its logits memoised per test batch.

@@ -13,7 +13,8 @@ from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.protocols import batches
 from dartlib.data.sources import load
 from dartlib.models.backbones import use_batch_statistics, use_source_statistics
-from dartlib.models.training import batch_accuracy, to_tensor
+from dartlib.data.augmentation import to_tensor
+from dartlib.models.training import batch_accuracy
 
 RESULT_COLUMNS = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner",
                   "seed", "n", "accuracy"]

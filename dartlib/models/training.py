@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from dartlib import __version__
+from dartlib.data.augmentation import augment, to_tensor
 from dartlib.data.sources import load
 from dartlib.devices import default_device
 from dartlib.models.backbones import build
@@ -60,48 +61,19 @@ RECIPES: Registry[Recipe] = Registry(
 )
 
 
-def to_tensor(images: np.ndarray) -> torch.Tensor:
-    """uint8 NHWC -> float NCHW in [0, 1]."""
-    return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(255.0)
-
-
-def _augment(x: torch.Tensor, kind: str, gen: torch.Generator) -> torch.Tensor:
-    n, _, h, w = x.shape
-    flip = torch.rand(n, generator=gen) < 0.5
-    x = torch.where(flip[:, None, None, None], x.flip(3), x)
-    if kind == "flip":
-        return x
-    if kind == "crop-flip":
-        padded = F.pad(x, (4, 4, 4, 4))
-        dy = torch.randint(0, 9, (n,), generator=gen)
-        dx = torch.randint(0, 9, (n,), generator=gen)
-        rows = (dy[:, None] + torch.arange(h))[:, None, :, None].expand(n, 3, h, w + 8)
-        x = padded.gather(2, rows)
-        cols = (dx[:, None] + torch.arange(w))[:, None, None, :].expand(n, 3, h, w)
-        return x.gather(3, cols)
-    if kind == "rrc-flip":
-        # RandomResizedCrop(scale=(0.2, 1), ratio=(3/4, 4/3)) via one affine grid per image.
-        area = torch.empty(n).uniform_(0.2, 1.0, generator=gen)
-        log_ratio = torch.empty(n).uniform_(math.log(3 / 4), math.log(4 / 3), generator=gen)
-        ratio = log_ratio.exp()
-        sw = torch.sqrt(area * ratio).clamp(max=1.0)
-        sh = torch.sqrt(area / ratio).clamp(max=1.0)
-        cx = (torch.rand(n, generator=gen) * 2 - 1) * (1 - sw)
-        cy = (torch.rand(n, generator=gen) * 2 - 1) * (1 - sh)
-        theta = torch.zeros(n, 2, 3)
-        theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = sw, cx, sh, cy
-        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-        return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
-    raise ValueError(f"unknown augmentation {kind!r}; valid: flip, crop-flip, rrc-flip")
-
-
 def lr_at(recipe: Recipe, step: int, steps_per_epoch: int) -> float:
     """Linear warm-up, then cosine annealing to 0 over the remaining steps."""
     warm = recipe.warmup_epochs * steps_per_epoch
     total = recipe.epochs * steps_per_epoch
     if step < warm:
         return recipe.lr * (step + 1) / warm
-    return 0.5 * recipe.lr * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
+    return cosine_lr(base=recipe.lr, step=step - warm, total=total - warm)
+
+
+def cosine_lr(*, base: float, step: int, total: int) -> float:
+    """Cosine annealing from ``base`` at step 0 to 0 at step ``total``: the schedule of source
+    training, IABN fine-tuning and g_phi's intermediate training (Appendix A)."""
+    return 0.5 * base * (1.0 + math.cos(math.pi * step / max(1, total)))
 
 
 @torch.no_grad()
@@ -134,7 +106,7 @@ def sgd_epoch(
     bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
     for i in bar:
         idx = order[i * batch_size : (i + 1) * batch_size]
-        x = _augment(to_tensor(images[idx.numpy()]), augmentation, gen).to(device)
+        x = augment(to_tensor(images[idx.numpy()]), kind=augmentation, generator=gen).to(device)
         y = labels[idx].to(device)
         if device == "cuda":
             x = x.contiguous(memory_format=torch.channels_last)

@@ -25,7 +25,7 @@ from dartlib import __version__
 from dartlib.dart.refiner import Refiner
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
 from dartlib.models.training import load_weights
-from dartlib.tta.base import Adapter
+from dartlib.tta.base import Adapter, Refinement
 from dartlib.tta.basic import entropy, make_optimizer
 
 
@@ -88,7 +88,7 @@ def finetune_iabn(
     ``per_class`` restricts it to a class-balanced subset (reduced profiles)."""
     from dartlib.data.protocols import class_balanced
     from dartlib.data.sources import Dataset
-    from dartlib.models.training import sgd_epoch
+    from dartlib.models.training import cosine_lr, sgd_epoch
 
     if per_class:
         keep = np.sort(class_balanced(train.labels, per_class=per_class, seed=seed))
@@ -106,7 +106,7 @@ def finetune_iabn(
         loss_sum, correct, seen = sgd_epoch(
             net, opt, images=train.images, labels=labels, order=order, steps=steps, batch_size=batch_size,
             augmentation=augmentation, gen=gen, device=device, progress=progress,
-            lr_of_step=lambda i: 0.5 * lr * (1 + math.cos(math.pi * (epoch * steps + i) / total)),
+            lr_of_step=lambda i: cosine_lr(base=lr, step=epoch * steps + i, total=total),
             desc=f"IABN fine-tuning epoch {epoch + 1}/{epochs}")
         log.append({"epoch": epoch + 1, "train_loss": loss_sum / max(1, seen), "train_acc": 100 * correct / max(1, seen)})
     return net.eval(), log
@@ -216,11 +216,10 @@ class Note(Adapter):
         self.optimizer = make_optimizer(self.params, optimizer=self.optimizer_name, lr=self.lr)
         self.memory = None
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
         self.model.eval()
-        wb = self.affine(x)
         with torch.no_grad():
-            logits = self.refined(self.model(x), wb)
+            logits = refine(self.model(x))
         if self.memory is None:
             self.memory = PredictionBalancedMemory(self.capacity, logits.shape[1], seed=self.seed)
         for sample, label in zip(x, logits.argmax(1).tolist()):

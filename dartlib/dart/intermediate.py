@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from dartlib.data.sources import Dataset
 from dartlib.devices import default_device
 from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.data.augmentation import to_tensor
-from dartlib.models.training import cosine_lr, load_weights
+from dartlib.models.training import cosine_lr, load_weights, save_weights
 
 
 def _unif_lt_batches(labels: np.ndarray, *, batch_size: int, n_batches: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -307,9 +306,7 @@ def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, tr
         "meta": {"source_checkpoint": checkpoint.name, "train_digest": train.digest(), **timing,
                  "device": device, "dartlib_version": __version__},
     }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(blob, tmp)
-    os.replace(tmp, path)
+    save_weights(blob, path=path)
 
 
 def _build(config: DartConfig, num_classes: int, *, feature_dim: int | None = None,

@@ -36,7 +36,7 @@ from dartlib.dart.refiner import DartConfig, Refiner, RefinementModule
 from dartlib.data.protocols import class_balanced
 from dartlib.data.sources import Dataset, load
 from dartlib.models.backbones import BN_TYPES, build, frozen_bn_adapted
-from dartlib.models.training import cosine_lr
+from dartlib.models.training import cosine_lr, save_weights
 from dartlib.experiments.engine import SharedSourceLogits, Table1Context, cell_options, cell_stream
 
 # --------------------------------------------------------------------------- device data
@@ -243,7 +243,7 @@ def train_source_fast(
     }
     final.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    torch.save({"model": state, "meta": meta}, final)
+    save_weights({"model": state, "meta": meta}, path=final)
     return final, {"images_per_second": throughput, "epochs": epochs, "seconds": elapsed,
                    "clean_test_accuracy": history[-1]["test_acc"]}
 

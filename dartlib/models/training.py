@@ -14,6 +14,7 @@ import dataclasses
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from dartlib.data.augmentation import augment, to_tensor
 from dartlib.data.sources import load
 from dartlib.devices import default_device
 from dartlib.models.backbones import build
+from dartlib.models.evaluation import batch_accuracy
 from dartlib.paths import data_root
 from dartlib.registry import Registry
 
@@ -74,17 +76,6 @@ def cosine_lr(*, base: float, step: int, total: int) -> float:
     """Cosine annealing from ``base`` at step 0 to 0 at step ``total``: the schedule of source
     training, IABN fine-tuning and g_phi's intermediate training (Appendix A)."""
     return 0.5 * base * (1.0 + math.cos(math.pi * step / max(1, total)))
-
-
-@torch.no_grad()
-def batch_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 200,
-                   device: str = "cpu") -> float:
-    """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in."""
-    correct = 0
-    for start in range(0, len(labels), batch_size):
-        logits = model(to_tensor(images[start : start + batch_size]).to(device))
-        correct += int((logits.argmax(1).cpu().numpy() == labels[start : start + batch_size]).sum())
-    return 100.0 * correct / len(labels)
 
 
 def evaluate(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 500,
@@ -145,10 +136,20 @@ def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: s
     return (directory or data_root() / "checkpoints") / f"{name}-{arch}-{recipe}-seed{seed}.pt"
 
 
-def _atomic_torch_save(obj: object, path: Path) -> None:
+def save_weights(obj: object, *, path: Path) -> None:
+    """``torch.save`` to ``path`` atomically: written beside it under a temporary name, then
+    renamed, so that a reader (or a second writer) never finds half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(obj, tmp)
     os.replace(tmp, path)
+
+
+def load_or_train(path: Path, *, train: Callable[[], dict]) -> dict:
+    """The blob saved at ``path`` (:func:`load_weights`), or the one ``train()`` returns, saved
+    there first (:func:`save_weights`): what is trained once per source model is reused after."""
+    if not path.is_file():
+        save_weights(train(), path=path)
+    return load_weights(path)
 
 
 def train_source(
@@ -209,8 +210,8 @@ def train_source(
         if progress:
             print(f"epoch {epoch + 1}/{rec.epochs}: loss {loss_sum / seen:.4f} train {100 * correct / seen:.2f}% "
                   f"test {test_acc:.2f}% ({elapsed / 60:.1f} min)", flush=True)
-        _atomic_torch_save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                            "history": history, "seconds": elapsed}, partial)
+        save_weights({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
+                      "history": history, "seconds": elapsed}, path=partial)
     if len(history) < rec.epochs:
         return partial
     meta = {
@@ -220,7 +221,7 @@ def train_source(
         "clean_test_accuracy": history[-1]["test_acc"], "history": history, "train_seconds": elapsed,
         "device": device, "dartlib_version": __version__, "torch_version": str(torch.__version__),
     }
-    _atomic_torch_save({"model": {k: v.cpu() for k, v in model.state_dict().items()}, "meta": meta}, final)
+    save_weights({"model": {k: v.cpu() for k, v in model.state_dict().items()}, "meta": meta}, path=final)
     partial.unlink(missing_ok=True)
     return final
 
@@ -240,7 +241,7 @@ def save_source(model: nn.Module, meta: dict, path: Path) -> Path:
     if missing:
         raise ValueError(f"source metadata needs {sorted(missing)}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_torch_save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "meta": meta}, path)
+    save_weights({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "meta": meta}, path=path)
     return path
 
 

@@ -24,7 +24,7 @@ from torch.nn import functional as F
 from dartlib import __version__
 from dartlib.dart.refiner import Refiner
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
-from dartlib.models.training import load_weights
+from dartlib.models.training import load_or_train
 from dartlib.tta.base import Adapter, Refinement
 from dartlib.tta.basic import entropy, make_optimizer
 
@@ -126,21 +126,20 @@ def load_or_finetune_iabn(
     from dartlib.devices import default_device
 
     device = device or default_device()
-    path = iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class)
+
+    def finetune() -> dict:
+        start = time.perf_counter()
+        tuned, log = finetune_iabn(model, train, epochs=epochs, k=k, per_class=per_class, seed=seed, device=device,
+                                   progress=progress, **options)
+        meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "per_class": per_class, "log": log,
+                "seed": seed, "seconds": time.perf_counter() - start, "device": device, "dartlib_version": __version__,
+                **options}
+        return {"model": {n: t.cpu() for n, t in tuned.state_dict().items()}, "meta": meta}
+
+    blob = load_or_train(iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class), train=finetune)
     net = to_iabn(model, k=k)
-    if path.is_file():
-        blob = load_weights(path)
-        net.load_state_dict(blob["model"])
-        return net.eval(), blob["meta"]
-    start = time.perf_counter()
-    net, log = finetune_iabn(model, train, epochs=epochs, k=k, per_class=per_class, seed=seed, device=device,
-                             progress=progress, **options)
-    meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "per_class": per_class, "log": log, "seed": seed,
-            "seconds": time.perf_counter() - start, "device": device, "dartlib_version": __version__, **options}
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"model": {n: t.cpu() for n, t in net.state_dict().items()}, "meta": meta}, tmp)
-    tmp.replace(path)
-    return net.cpu().eval(), meta
+    net.load_state_dict(blob["model"])
+    return net.eval(), blob["meta"]
 
 
 class PredictionBalancedMemory:

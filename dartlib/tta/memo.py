@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.data.augmentation import augment
 from dartlib.dart.refiner import Refiner
+from dartlib.data.augmentation import augment
 from dartlib.models.backbones import use_source_statistics
 from dartlib.tta.base import Refinement
 from dartlib.tta.basic import _GradientAdapter

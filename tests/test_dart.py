@@ -157,7 +157,7 @@ def test_dart_split_detector_learns_to_separate_iid_from_dirichlet_batches(tiny_
     the training batches it saw on the right side of 0.5, most of them."""
     from dartlib.dart.intermediate import CALIBRATION_STEPS, _imbalanced_batches
     from dartlib.models.backbones import frozen_bn_adapted
-    from dartlib.models.training import to_tensor
+    from dartlib.data.augmentation import to_tensor
 
     model, ds = tiny_setup
     config = dart.DartConfig(variant="dart-split", epochs=4, batch_size=16, hidden=16, n_dir=5, per_class=100)

@@ -7,5 +7,6 @@ as they were importable from the former ``dartlib.dart`` module."""
 
 from dartlib.dart.refiner import (  # noqa: F401
     AdditiveRefinementModule, DartConfig, RefinementModule, Refiner, SeverityDetector, adaptive_temperature,
-    additive_refine, batch_statistics, config_dict, cosine_lr, matched_hidden, norm_preserving, refine,
+    additive_refine, batch_statistics, config_dict, matched_hidden, norm_preserving, refine,
 )
+from dartlib.models.training import cosine_lr  # noqa: F401

@@ -30,16 +30,15 @@ from dartlib.dart.refiner import (
     additive_refine,
     batch_statistics,
     config_dict,
-    cosine_lr,
     matched_hidden,
     refine,
 )
-from dartlib.data.files import atomic_path
 from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, long_tailed_counts
 from dartlib.data.sources import Dataset
 from dartlib.devices import default_device
 from dartlib.models.backbones import frozen_bn_adapted
-from dartlib.models.training import load_weights, to_tensor
+from dartlib.data.augmentation import to_tensor
+from dartlib.models.training import cosine_lr, load_weights, save_weights
 
 
 def _unif_lt_batches(labels: np.ndarray, *, batch_size: int, n_batches: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -141,7 +140,7 @@ class _Learner:
             loss_aux = F.mse_loss(w_bal, self.eye) + F.mse_loss(b_bal, torch.zeros_like(b_bal))
             entry["loss_bal"] = float(loss_aux.detach())
             loss = loss_imb + config.alpha * loss_aux
-        lr = cosine_lr(config.lr, self.step, self.total)
+        lr = cosine_lr(base=config.lr, step=self.step, total=self.total)
         for group in self.opt.param_groups:
             group["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
@@ -307,8 +306,7 @@ def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, tr
         "meta": {"source_checkpoint": checkpoint.name, "train_digest": train.digest(), **timing,
                  "device": device, "dartlib_version": __version__},
     }
-    with atomic_path(path) as tmp:
-        torch.save(blob, tmp)
+    save_weights(blob, path=path)
 
 
 def _build(config: DartConfig, num_classes: int, *, feature_dim: int | None = None,

@@ -22,7 +22,6 @@ weights; its hidden width is chosen so that g_phi keeps the affine module's para
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -248,15 +247,22 @@ class Refiner:
                  features: torch.Tensor | None = None) -> torch.Tensor:
         """Refined logits of ``logits`` (from the model being adapted) for this batch; the
         additive variant refines that model's penultimate ``features`` instead."""
-        wb = self.transform(source_logits)
-        if wb is None:
+        params = self.transform(source_logits)
+        if params is None:
             return logits
+        return self.apply(logits, params, features=features)
+
+    def apply(self, logits: torch.Tensor, params: tuple[torch.Tensor, ...], *,
+              features: torch.Tensor | None = None) -> torch.Tensor:
+        """Algorithm 2's refined logits, softmax argument (f(x) / T) W_B + b_B, of ``logits`` with
+        this batch's ``params`` from :meth:`transform` (the additive variant refines the penultimate
+        ``features`` with them)."""
         if self.config.outputs == "additive":
             if features is None or self.head is None:
                 raise ValueError("the additive-parameter variant refines penultimate features: pass features= "
                                  "(and build the refiner with the source model's head)")
-            return additive_refine(features, self.head, wb) * self.current_scale()
-        return refine(logits * self.current_scale(), *wb)
+            return additive_refine(features, self.head, params) * self.current_scale()
+        return refine(logits * self.current_scale(), *params)
 
     def current_scale(self) -> float:
         """The logit multiplier applied to the current batch (fixed, or 1 / the running mean of T)."""
@@ -279,7 +285,3 @@ def adaptive_temperature(source_logits: torch.Tensor, train_stats: dict | None) 
 
 def config_dict(config: DartConfig) -> dict:
     return asdict(config)
-
-
-def cosine_lr(base: float, step: int, total: int) -> float:
-    return 0.5 * base * (1.0 + math.cos(math.pi * step / max(1, total)))

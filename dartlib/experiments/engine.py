@@ -12,6 +12,7 @@ import copy
 import hashlib
 import inspect
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -30,7 +31,8 @@ from dartlib.devices import default_device
 from dartlib.data.protocols import batches
 from dartlib.experiments.grid import Cell, parse_params
 from dartlib.models.backbones import frozen_bn_adapted
-from dartlib.models.training import to_tensor
+from dartlib.data.augmentation import to_tensor
+from dartlib.models.evaluation import correct_predictions
 
 class SharedSourceLogits:
     """f_theta0_bar (the frozen BN-adapted source model) with its logits memoised per test batch.
@@ -169,19 +171,28 @@ def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
     return order[:limit] if limit else order
 
 
+def adapted_logits(adapter: tta.Adapter, images: np.ndarray, order: np.ndarray, *, batch_size: int,
+                   device: str = "cpu", progress: bool = False, desc: str = "") -> Iterator[torch.Tensor]:
+    """The logits an adapter returns for each batch of the stream, adapting as it goes."""
+    for idx in tqdm(list(batches(order, batch_size=batch_size)), desc=desc, disable=not progress, leave=False):
+        yield adapter(to_tensor(images[idx]).to(device))
+
+
 def adapt_predictions(adapter: tta.Adapter, images: np.ndarray, order: np.ndarray, *, batch_size: int,
                       device: str = "cpu", progress: bool = False, desc: str = "") -> np.ndarray:
     """The class an adapter predicts for each image of the stream, batch by batch."""
-    out = [adapter(to_tensor(images[idx]).to(device)).argmax(1).cpu().numpy()
-           for idx in tqdm(list(batches(order, batch_size=batch_size)), desc=desc, disable=not progress, leave=False)]
-    return np.concatenate(out)
+    return np.concatenate([logits.argmax(1).cpu().numpy() for logits in adapted_logits(
+        adapter, images, order, batch_size=batch_size, device=device, progress=progress, desc=desc)])
 
 
 def adapt_accuracy(adapter: tta.Adapter, images: np.ndarray, labels: np.ndarray, order: np.ndarray, *,
                    batch_size: int, device: str = "cpu", progress: bool = False, desc: str = "") -> float:
     """Accuracy (%) of the predictions an adapter returns over the stream."""
-    preds = adapt_predictions(adapter, images, order, batch_size=batch_size, device=device, progress=progress, desc=desc)
-    return 100.0 * float((preds == labels[order]).mean())
+    correct = correct_predictions(adapted_logits(adapter, images, order, batch_size=batch_size, device=device,
+                                                 progress=progress, desc=desc), labels, order, batch_size=batch_size)
+    # 100 * (correct / n), not (100 * correct) / n: the two differ in the last bit, and the
+    # stored grids were computed this way.
+    return 100.0 * (correct / len(order))
 
 
 def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

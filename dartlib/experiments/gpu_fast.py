@@ -32,10 +32,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from dartlib import __version__
-from dartlib.dart.refiner import DartConfig, Refiner, RefinementModule, cosine_lr
+from dartlib.dart.refiner import DartConfig, Refiner, RefinementModule
 from dartlib.data.protocols import class_balanced
 from dartlib.data.sources import Dataset, load
 from dartlib.models.backbones import BN_TYPES, build, frozen_bn_adapted
+from dartlib.models.training import cosine_lr, save_weights
 from dartlib.experiments.engine import SharedSourceLogits, Table1Context, cell_options, cell_stream
 
 # --------------------------------------------------------------------------- device data
@@ -48,7 +49,7 @@ def device_images(images: np.ndarray, device: str) -> torch.Tensor:
 
 def to_float(x: torch.Tensor) -> torch.Tensor:
     """uint8 NHWC (on any device) -> float NCHW in [0, 1], the values of
-    :func:`dartlib.models.training.to_tensor`; on a GPU the result is channels-last in memory."""
+    :func:`dartlib.data.augmentation.to_tensor`; on a GPU the result is channels-last in memory."""
     out = x.permute(0, 3, 1, 2).float().div_(255.0)
     return out if out.is_cuda else out.contiguous()
 
@@ -96,7 +97,7 @@ def augment_fast(x: torch.Tensor, kind: str, gen: torch.Generator) -> torch.Tens
 
     ``crop-flip``: zero-pad 4 pixels, random 32 x 32 crop, horizontal flip with probability 1/2
     (one gather); ``flip``: the flip only; ``rrc-flip``: RandomResizedCrop(scale=(0.2, 1),
-    ratio=(3/4, 4/3)) + flip, as :func:`dartlib.models.training._augment` does it."""
+    ratio=(3/4, 4/3)) + flip, as :func:`dartlib.data.augmentation.augment` does it."""
     n, h, w, _ = x.shape
     dev = x.device
     flip = torch.rand(n, generator=gen, device=dev) < 0.5
@@ -242,7 +243,7 @@ def train_source_fast(
     }
     final.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    torch.save({"model": state, "meta": meta}, final)
+    save_weights({"model": state, "meta": meta}, path=final)
     return final, {"images_per_second": throughput, "epochs": epochs, "seconds": elapsed,
                    "clean_test_accuracy": history[-1]["test_acc"]}
 
@@ -350,7 +351,7 @@ class _StackedDart:
         loss_imb = F.cross_entropy(refined.reshape(-1, k), y_imb.repeat(n_l), reduction="none").view(n_l, -1).mean(1)
         loss_bal = ((w[:, 1] - self.eye) ** 2).mean((1, 2)) + (b[:, 1] ** 2).mean(1)
         loss = (loss_imb + self.alphas * loss_bal).sum()
-        lr = cosine_lr(self.configs[0].lr, self.step, self.total)
+        lr = cosine_lr(base=self.configs[0].lr, step=self.step, total=self.total)
         for group in self.opt.param_groups:
             group["lr"] = lr
         self.opt.zero_grad(set_to_none=True)
@@ -401,7 +402,7 @@ class _SplitLearner:
         loss_imb = F.cross_entropy(l_imb @ w + b, y_imb)
         scores = self.detector(torch.stack([d_bal, d_imb]))
         loss_det = F.binary_cross_entropy_with_logits(scores, self.target)
-        lr = cosine_lr(self.config.lr, self.step, self.total)
+        lr = cosine_lr(base=self.config.lr, step=self.step, total=self.total)
         for group in self.opt.param_groups:
             group["lr"] = lr
         self.opt.zero_grad(set_to_none=True)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 from tqdm import tqdm
 
+from dartlib.data.augmentation import to_tensor
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.protocols import batches
 from dartlib.data.sources import load
 from dartlib.models.backbones import use_batch_statistics, use_source_statistics
-from dartlib.models.training import batch_accuracy, to_tensor
 
 RESULT_COLUMNS = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner",
                   "seed", "n", "accuracy"]
@@ -55,13 +57,28 @@ def stream_features(model: nn.Module, images, order, *, batch_size: int, device:
     return [model.features(to_tensor(images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
 
 
-def stream_accuracy(logits: list[torch.Tensor], labels, order, *, batch_size: int, refiner=None,
-                    features: list[torch.Tensor] | None = None) -> float:
+def correct_predictions(logits: Iterable[torch.Tensor], labels: np.ndarray, order: np.ndarray, *,
+                        batch_size: int) -> int:
+    """How many argmax predictions of the logits of consecutive batches of a test stream (batch
+    i holds the images ``order[i * batch_size:(i + 1) * batch_size]``) match ``labels``."""
+    return sum(int((batch_logits.argmax(1).cpu().numpy() == labels[idx]).sum())
+               for batch_logits, idx in zip(logits, batches(order, batch_size=batch_size)))
+
+
+def stream_accuracy(logits: Iterable[torch.Tensor], labels: np.ndarray, order: np.ndarray, *, batch_size: int,
+                    refiner=None, features: list[torch.Tensor] | None = None) -> float:
     """Accuracy (%) of per-batch logits, optionally refined per batch (BNAdapt+DART: the refiner
     reads the same BN-adapted logits it refines; the additive variant also needs ``features``)."""
-    correct = 0
-    for i, (batch_logits, idx) in enumerate(zip(logits, batches(order, batch_size=batch_size))):
-        feats = None if features is None else features[i]
-        out = batch_logits if refiner is None else refiner(batch_logits, batch_logits, features=feats)
-        correct += int((out.argmax(1).numpy() == labels[idx]).sum())
-    return 100.0 * correct / len(order)
+    if refiner is not None:
+        per_batch = features if features is not None else itertools.repeat(None)
+        logits = (refiner(batch_logits, batch_logits, features=feats) for batch_logits, feats in zip(logits, per_batch))
+    return 100.0 * correct_predictions(logits, labels, order, batch_size=batch_size) / len(order)
+
+
+@torch.no_grad()
+def batch_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 200,
+                   device: str = "cpu") -> float:
+    """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in."""
+    order = np.arange(len(labels))
+    logits = (model(to_tensor(images[idx]).to(device)) for idx in batches(order, batch_size=batch_size))
+    return stream_accuracy(logits, labels, order, batch_size=batch_size)

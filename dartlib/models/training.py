@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +24,12 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from dartlib import __version__
+from dartlib.data.augmentation import augment, to_tensor
 from dartlib.data.files import REGENERATE, DamagedFileError, atomic_path, committed_remedy
 from dartlib.data.sources import Dataset, load
 from dartlib.devices import default_device
 from dartlib.models.backbones import build
+from dartlib.models.evaluation import batch_accuracy
 from dartlib.paths import data_root
 from dartlib.registry import Registry
 
@@ -60,59 +63,19 @@ RECIPES: Registry[Recipe] = Registry(
 )
 
 
-def to_tensor(images: np.ndarray) -> torch.Tensor:
-    """uint8 NHWC -> float NCHW in [0, 1]."""
-    return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(255.0)
-
-
-def _augment(x: torch.Tensor, kind: str, gen: torch.Generator) -> torch.Tensor:
-    n, _, h, w = x.shape
-    flip = torch.rand(n, generator=gen) < 0.5
-    x = torch.where(flip[:, None, None, None], x.flip(3), x)
-    if kind == "flip":
-        return x
-    if kind == "crop-flip":
-        padded = F.pad(x, (4, 4, 4, 4))
-        dy = torch.randint(0, 9, (n,), generator=gen)
-        dx = torch.randint(0, 9, (n,), generator=gen)
-        rows = (dy[:, None] + torch.arange(h))[:, None, :, None].expand(n, 3, h, w + 8)
-        x = padded.gather(2, rows)
-        cols = (dx[:, None] + torch.arange(w))[:, None, None, :].expand(n, 3, h, w)
-        return x.gather(3, cols)
-    if kind == "rrc-flip":
-        # RandomResizedCrop(scale=(0.2, 1), ratio=(3/4, 4/3)) via one affine grid per image.
-        area = torch.empty(n).uniform_(0.2, 1.0, generator=gen)
-        log_ratio = torch.empty(n).uniform_(math.log(3 / 4), math.log(4 / 3), generator=gen)
-        ratio = log_ratio.exp()
-        sw = torch.sqrt(area * ratio).clamp(max=1.0)
-        sh = torch.sqrt(area / ratio).clamp(max=1.0)
-        cx = (torch.rand(n, generator=gen) * 2 - 1) * (1 - sw)
-        cy = (torch.rand(n, generator=gen) * 2 - 1) * (1 - sh)
-        theta = torch.zeros(n, 2, 3)
-        theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = sw, cx, sh, cy
-        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-        return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
-    raise ValueError(f"unknown augmentation {kind!r}; valid: flip, crop-flip, rrc-flip")
-
-
 def lr_at(recipe: Recipe, step: int, steps_per_epoch: int) -> float:
     """Linear warm-up, then cosine annealing to 0 over the remaining steps."""
     warm = recipe.warmup_epochs * steps_per_epoch
     total = recipe.epochs * steps_per_epoch
     if step < warm:
         return recipe.lr * (step + 1) / warm
-    return 0.5 * recipe.lr * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
+    return cosine_lr(base=recipe.lr, step=step - warm, total=total - warm)
 
 
-@torch.no_grad()
-def batch_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 200,
-                   device: str = "cpu") -> float:
-    """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in."""
-    correct = 0
-    for start in range(0, len(labels), batch_size):
-        logits = model(to_tensor(images[start : start + batch_size]).to(device))
-        correct += int((logits.argmax(1).cpu().numpy() == labels[start : start + batch_size]).sum())
-    return 100.0 * correct / len(labels)
+def cosine_lr(*, base: float, step: int, total: int) -> float:
+    """Cosine annealing from ``base`` at step 0 to 0 at step ``total``: the schedule of source
+    training, IABN fine-tuning and g_phi's intermediate training (Appendix A)."""
+    return 0.5 * base * (1.0 + math.cos(math.pi * step / max(1, total)))
 
 
 def evaluate(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 500,
@@ -135,7 +98,7 @@ def sgd_epoch(
     bar = tqdm(range(steps), desc=desc, leave=False, **({} if progress else {"disable": True}))
     for i in bar:
         idx = order[i * batch_size : (i + 1) * batch_size]
-        x = _augment(to_tensor(images[idx.numpy()]), augmentation, gen).to(device)
+        x = augment(to_tensor(images[idx.numpy()]), kind=augmentation, generator=gen).to(device)
         y = labels[idx].to(device)
         if device == "cuda":
             x = x.contiguous(memory_format=torch.channels_last)
@@ -214,9 +177,21 @@ def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: s
     return (directory or data_root() / "checkpoints") / f"{name}-{arch}-{recipe}-seed{seed}.pt"
 
 
-def _atomic_torch_save(obj: object, path: Path) -> None:
+def save_weights(obj: object, *, path: Path) -> None:
+    """``torch.save`` to ``path`` atomically (:func:`dartlib.data.files.atomic_path`: a unique
+    temporary name beside it, then a rename), so that a reader or a second writer never finds half
+    a file."""
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
+
+
+def load_or_train(path: Path, *, train: Callable[[], dict], required: tuple[str, ...] = ()) -> dict:
+    """The blob saved at ``path`` (:func:`load_weights`, which names a damaged file or one that lacks
+    a ``required`` entry), or the one ``train()`` returns, saved there first (:func:`save_weights`):
+    what is trained once per source model is reused after."""
+    if not path.is_file():
+        save_weights(train(), path=path)
+    return load_weights(path, required=required)
 
 
 def train_source(
@@ -277,8 +252,8 @@ def train_source(
         if progress:
             print(f"epoch {epoch + 1}/{rec.epochs}: loss {loss_sum / seen:.4f} train {100 * correct / seen:.2f}% "
                   f"test {test_acc:.2f}% ({elapsed / 60:.1f} min)", flush=True)
-        _atomic_torch_save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                            "history": history, "seconds": elapsed}, partial)
+        save_weights({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
+                      "history": history, "seconds": elapsed}, path=partial)
     if len(history) < rec.epochs:
         return partial
     meta = {
@@ -288,7 +263,7 @@ def train_source(
         "clean_test_accuracy": history[-1]["test_acc"], "history": history, "train_seconds": elapsed,
         "device": device, "dartlib_version": __version__, "torch_version": str(torch.__version__),
     }
-    _atomic_torch_save({"model": {k: v.cpu() for k, v in model.state_dict().items()}, "meta": meta}, final)
+    save_weights({"model": {k: v.cpu() for k, v in model.state_dict().items()}, "meta": meta}, path=final)
     partial.unlink(missing_ok=True)
     return final
 
@@ -308,7 +283,7 @@ def save_source(model: nn.Module, meta: dict, path: Path) -> Path:
     if missing:
         raise ValueError(f"source metadata needs {sorted(missing)}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_torch_save({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "meta": meta}, path)
+    save_weights({"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "meta": meta}, path=path)
     return path
 
 

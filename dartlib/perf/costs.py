@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from dartlib import tta
 from dartlib.dart.refiner import Refiner
 from dartlib.data.protocols import batches
-from dartlib.models.training import to_tensor
+from dartlib.data.augmentation import to_tensor
 
 COST_METHODS = (("noadapt", "none"), ("bnadapt", "none"), ("bnadapt", "dart"), ("tent", "none"), ("tent", "dart"))
 

@@ -70,7 +70,7 @@ def dart_overhead(
     from dartlib.data.protocols import batches
     from dartlib.dart.intermediate import train_refiner
     from dartlib.models.backbones import frozen_bn_adapted
-    from dartlib.models.training import to_tensor
+    from dartlib.data.augmentation import to_tensor
 
     frozen = frozen_bn_adapted(model).to(device)
     k = train.num_classes

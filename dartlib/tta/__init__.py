@@ -9,7 +9,7 @@ from torch import nn
 
 from dartlib.dart.refiner import Refiner
 from dartlib.registry import Registry
-from dartlib.tta.base import Adapter
+from dartlib.tta.base import Adapter, Predictions, Refinement
 from dartlib.tta.basic import BNAdapt, NoAdapt, PseudoLabel, Tent, entropy
 from dartlib.tta.delta import Delta
 from dartlib.tta.lame import Lame
@@ -40,5 +40,5 @@ def make(name: str, model: nn.Module, *, refiner: Refiner | None = None,
     return adapter
 
 
-__all__ = ["METHODS", "Adapter", "BNAdapt", "Delta", "Lame", "Memo", "NoAdapt", "Note", "Ods", "PseudoLabel", "Roid", "Sar",
-           "Tent", "entropy", "make"]
+__all__ = ["METHODS", "Adapter", "BNAdapt", "Delta", "Lame", "Memo", "NoAdapt", "Note", "Ods", "Predictions", "PseudoLabel",
+           "Refinement", "Roid", "Sar", "Tent", "entropy", "make"]

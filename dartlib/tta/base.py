@@ -12,11 +12,12 @@ from __future__ import annotations
 import abc
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from dartlib.dart.refiner import Refiner
+from dartlib.dart.refiner import Refiner, norm_preserving
 from dartlib.models.backbones import frozen_bn_adapted
 
 
@@ -45,26 +46,62 @@ class Adapter(abc.ABC):
         if self.refiner is not None:
             self.refiner.reset()
 
-    def affine(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(W_B, b_B) for this batch from f_theta0_bar, or None (no refiner / DART-split says no)."""
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Adapt on batch ``x`` and return its predictions (logits): this batch's refinement is read
+        from f_theta0_bar first, then the method adapts with it (:meth:`adapt`)."""
+        return self.adapt(x, self.refinement(x))
+
+    def refinement(self, x: torch.Tensor) -> Refinement:
+        """DART's refinement of batch ``x`` (Algorithm 2): (W_B, b_B) from the logits of
+        f_theta0_bar on it; none without a refiner or where DART-split's detector says no."""
         if self.refiner is None:
-            return None
+            return Refinement(refiner=None, params=None)
         with torch.no_grad():
-            wb = self.refiner.transform(self.source(x))
-        if wb is not None and self.refiner.current_scale() == 1.0 and _is_identity(*wb):
+            params = self.refiner.transform(self.source(x))
+        if params is not None and self.refiner.current_scale() == 1.0 and _is_identity(*params):
             # An exact identity is no refinement; skipping it keeps the method bit for bit (the
             # norm-preserving rescaling would otherwise add rounding-level gradient terms).
-            return None
-        return wb
-
-    def refined(self, logits: torch.Tensor, wb: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-        if wb is None:
-            return logits
-        return (logits * self.refiner.current_scale()) @ wb[0] + wb[1]
+            params = None
+        return Refinement(refiner=self.refiner, params=params)
 
     @abc.abstractmethod
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Adapt on batch ``x`` as the method prescribes and return its predictions (logits)."""
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
+        """The method's loss and update on batch ``x``, using ``refine`` wherever it uses
+        predictions of the test data; returns the batch's predictions (logits)."""
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """One forward's logits f_theta(x) beside their refined form (the logits themselves where the
+    batch has no refinement)."""
+
+    logits: torch.Tensor
+    refined: torch.Tensor
+    active: bool
+
+    def for_loss(self) -> torch.Tensor:
+        """What entropy-style losses see: the refined logits rescaled to the norm of the unrefined
+        ones (Appendix A, "Details about test-time adaptation"), or the logits unrefined."""
+        return norm_preserving(self.refined, self.logits) if self.active else self.logits
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """One batch's refinement: ``params`` (W_B, b_B) from f_theta0_bar, or None for none."""
+
+    refiner: Refiner | None
+    params: tuple[torch.Tensor, ...] | None
+
+    @property
+    def active(self) -> bool:
+        return self.params is not None
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        """The refined ``logits`` (unchanged without a refinement)."""
+        return self.refiner.apply(logits, self.params) if self.active else logits
+
+    def predictions(self, logits: torch.Tensor) -> Predictions:
+        return Predictions(logits=logits, refined=self(logits), active=self.active)
 
 
 def _is_identity(w: torch.Tensor, b: torch.Tensor) -> bool:

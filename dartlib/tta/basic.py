@@ -6,9 +6,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.dart.refiner import Refiner
 from dartlib.models.backbones import set_trainable, use_batch_statistics, use_source_statistics
-from dartlib.tta.base import Adapter
+from dartlib.tta.base import Adapter, Refinement
 
 ENTROPY_NORMALISATIONS = ("sum", "mean")
 
@@ -45,8 +45,8 @@ class NoAdapt(Adapter):
         use_source_statistics(self.model)
 
     @torch.no_grad()
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.refined(self.model(x), self.affine(x))
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
+        return refine(self.model(x))
 
 
 class BNAdapt(Adapter):
@@ -60,11 +60,16 @@ class BNAdapt(Adapter):
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """f_theta is f_theta0_bar here: one forward gives both the logits and the statistics that
+        refine them, so no separate source forward is taken."""
         logits = self.model(x)
         if self.refiner is None:
             return logits
-        # f_theta is f_theta0_bar here: refine with statistics of the same logits
         return self.refiner(logits, logits)
+
+    @torch.no_grad()
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
+        return refine(self.model(x))
 
 
 class _GradientAdapter(Adapter):
@@ -103,13 +108,10 @@ class Tent(_GradientAdapter):
         entropy(torch.zeros(1, 2), normalisation=entropy_normalisation)  # validates the option
         self.entropy_normalisation = entropy_normalisation
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        wb = self.affine(x)
-        logits = self.model(x)
-        refined = self.refined(logits, wb)
-        used = norm_preserving(refined, logits) if wb is not None else logits
-        self.step(entropy(used, normalisation=self.entropy_normalisation))
-        return refined.detach()
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
+        out = refine.predictions(self.model(x))
+        self.step(entropy(out.for_loss(), normalisation=self.entropy_normalisation))
+        return out.refined.detach()
 
 
 class PseudoLabel(_GradientAdapter):
@@ -124,13 +126,10 @@ class PseudoLabel(_GradientAdapter):
             raise ValueError(f"threshold must lie in [0, 1), got {threshold}")
         self.threshold = threshold
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        wb = self.affine(x)
-        logits = self.model(x)
-        refined = self.refined(logits, wb)
-        conf, labels = F.softmax(refined.detach(), 1).max(1)
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
+        out = refine.predictions(self.model(x))
+        conf, labels = F.softmax(out.refined.detach(), 1).max(1)
         keep = conf >= self.threshold
         if keep.any():
-            used = norm_preserving(refined, logits) if wb is not None else logits
-            self.step(F.cross_entropy(used[keep], labels[keep]))
-        return refined.detach()
+            self.step(F.cross_entropy(out.for_loss()[keep], labels[keep]))
+        return out.refined.detach()

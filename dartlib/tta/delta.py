@@ -7,8 +7,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.dart.refiner import Refiner
 from dartlib.models.backbones import bn_layers
+from dartlib.tta.base import Refinement
 from dartlib.tta.basic import _GradientAdapter
 
 
@@ -76,12 +77,10 @@ class Delta(_GradientAdapter):
         if self.refiner is not None:
             self.refiner.reset()
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        wb = self.affine(x)
-        logits = self.model(x)
-        refined = self.refined(logits, wb)
-        used = norm_preserving(refined, logits) if wb is not None else logits
-        probs = F.softmax(refined.detach(), 1)
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
+        out = refine.predictions(self.model(x))
+        used = out.for_loss()
+        probs = F.softmax(out.refined.detach(), 1)
         k = probs.shape[1]
         if self.q_hat is None:
             self.q_hat = torch.full((k,), 1.0 / k, device=probs.device)
@@ -92,4 +91,4 @@ class Delta(_GradientAdapter):
         ent = -(F.softmax(used, 1) * F.log_softmax(used, 1)).sum(1)
         self.step((sample_w * ent).mean())
         self.q_hat = self.dot_momentum * self.q_hat + (1 - self.dot_momentum) * probs.mean(0)
-        return refined.detach()
+        return out.refined.detach()

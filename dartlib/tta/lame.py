@@ -9,7 +9,7 @@ from torch.nn import functional as F
 
 from dartlib.dart.refiner import Refiner
 from dartlib.models.backbones import use_batch_statistics, use_source_statistics
-from dartlib.tta.base import Adapter
+from dartlib.tta.base import Adapter, Refinement
 
 BN_MODES = ("batch", "source")
 
@@ -56,8 +56,8 @@ class Lame(Adapter):
         self.k, self.lam = k, lam
 
     @torch.no_grad()
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
         features = self.model.features(x)
-        logits = self.refined(self.model.head(features), self.affine(x))
+        logits = refine(self.model.head(features))
         y = laplacian_solution(F.softmax(logits, 1), knn_affinity(F.normalize(features, dim=1), self.k), lam=self.lam)
         return torch.log(y.clamp_min(1e-30))

@@ -17,8 +17,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.dart.refiner import Refiner
+from dartlib.data.augmentation import augment
 from dartlib.models.backbones import use_source_statistics
+from dartlib.tta.base import Refinement
 from dartlib.tta.basic import _GradientAdapter
 
 BN_MODES = ("batch", "source")
@@ -49,19 +51,17 @@ class Memo(_GradientAdapter):
         self.generator = torch.Generator().manual_seed(seed)
 
     def _views(self, x: torch.Tensor) -> torch.Tensor:
-        from dartlib.models.training import _augment
+        return torch.stack([augment(x.cpu(), kind="rrc-flip", generator=self.generator).to(x.device)
+                            for _ in range(self.n_augmentations)])
 
-        return torch.stack([_augment(x.cpu(), "rrc-flip", self.generator).to(x.device) for _ in range(self.n_augmentations)])
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
         if self.episodic:  # back to the source weights and a fresh optimiser; the refiner keeps its state
             self.model.load_state_dict(self.initial_state)
             self.optimizer = self._new_optimizer()
-        wb = self.affine(x)
         views = self._views(x)
         logits = torch.stack([self.model(v) for v in views])
-        if wb is not None:
-            logits = torch.stack([norm_preserving(self.refined(l, wb), l) for l in logits])
+        if refine.active:
+            logits = torch.stack([refine.predictions(l).for_loss() for l in logits])
         self.step(marginal_entropy(logits))
         with torch.no_grad():
-            return self.refined(self.model(x), wb)
+            return refine(self.model(x))

@@ -23,10 +23,9 @@ from torch.nn import functional as F
 
 from dartlib import __version__
 from dartlib.dart.refiner import Refiner
-from dartlib.data.files import atomic_path
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
-from dartlib.models.training import load_weights
-from dartlib.tta.base import Adapter
+from dartlib.models.training import load_or_train
+from dartlib.tta.base import Adapter, Refinement
 from dartlib.tta.basic import entropy, make_optimizer
 
 
@@ -89,7 +88,7 @@ def finetune_iabn(
     ``per_class`` restricts it to a class-balanced subset (reduced profiles)."""
     from dartlib.data.protocols import class_balanced
     from dartlib.data.sources import Dataset
-    from dartlib.models.training import sgd_epoch
+    from dartlib.models.training import cosine_lr, sgd_epoch
 
     if per_class:
         keep = np.sort(class_balanced(train.labels, per_class=per_class, seed=seed))
@@ -107,7 +106,7 @@ def finetune_iabn(
         loss_sum, correct, seen = sgd_epoch(
             net, opt, images=train.images, labels=labels, order=order, steps=steps, batch_size=batch_size,
             augmentation=augmentation, gen=gen, device=device, progress=progress,
-            lr_of_step=lambda i: 0.5 * lr * (1 + math.cos(math.pi * (epoch * steps + i) / total)),
+            lr_of_step=lambda i: cosine_lr(base=lr, step=epoch * steps + i, total=total),
             desc=f"IABN fine-tuning epoch {epoch + 1}/{epochs}")
         log.append({"epoch": epoch + 1, "train_loss": loss_sum / max(1, seen), "train_acc": 100 * correct / max(1, seen)})
     return net.eval(), log
@@ -127,20 +126,21 @@ def load_or_finetune_iabn(
     from dartlib.devices import default_device
 
     device = device or default_device()
-    path = iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class)
+
+    def finetune() -> dict:
+        start = time.perf_counter()
+        tuned, log = finetune_iabn(model, train, epochs=epochs, k=k, per_class=per_class, seed=seed, device=device,
+                                   progress=progress, **options)
+        meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "per_class": per_class, "log": log,
+                "seed": seed, "seconds": time.perf_counter() - start, "device": device, "dartlib_version": __version__,
+                **options}
+        return {"model": {n: t.cpu() for n, t in tuned.state_dict().items()}, "meta": meta}
+
+    blob = load_or_train(iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class), train=finetune,
+                         required=("model", "meta"))
     net = to_iabn(model, k=k)
-    if path.is_file():
-        blob = load_weights(path, required=("model", "meta"))
-        net.load_state_dict(blob["model"])
-        return net.eval(), blob["meta"]
-    start = time.perf_counter()
-    net, log = finetune_iabn(model, train, epochs=epochs, k=k, per_class=per_class, seed=seed, device=device,
-                             progress=progress, **options)
-    meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "per_class": per_class, "log": log, "seed": seed,
-            "seconds": time.perf_counter() - start, "device": device, "dartlib_version": __version__, **options}
-    with atomic_path(path) as tmp:
-        torch.save({"model": {n: t.cpu() for n, t in net.state_dict().items()}, "meta": meta}, tmp)
-    return net.cpu().eval(), meta
+    net.load_state_dict(blob["model"])
+    return net.eval(), blob["meta"]
 
 
 class PredictionBalancedMemory:
@@ -216,11 +216,10 @@ class Note(Adapter):
         self.optimizer = make_optimizer(self.params, optimizer=self.optimizer_name, lr=self.lr)
         self.memory = None
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
         self.model.eval()
-        wb = self.affine(x)
         with torch.no_grad():
-            logits = self.refined(self.model(x), wb)
+            logits = refine(self.model(x))
         if self.memory is None:
             self.memory = PredictionBalancedMemory(self.capacity, logits.shape[1], seed=self.seed)
         for sample, label in zip(x, logits.argmax(1).tolist()):

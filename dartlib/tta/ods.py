@@ -18,8 +18,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.dart.refiner import Refiner
 from dartlib.models.backbones import frozen_bn_adapted
+from dartlib.tta.base import Refinement
 from dartlib.tta.basic import _GradientAdapter
 from dartlib.tta.lame import knn_affinity, laplacian_solution
 
@@ -43,17 +44,15 @@ class Ods(_GradientAdapter):
         super().share_source(source_logits)
         self.tracker_source = source_logits
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        wb = self.affine(x)
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
         features = self.model.features(x)
-        logits = self.model.head(features)
-        refined = self.refined(logits, wb)
+        out = refine.predictions(self.model.head(features))
         with torch.no_grad():
-            unary = F.softmax(self.refined(self.tracker_source(x), wb), 1)
+            unary = F.softmax(refine(self.tracker_source(x)), 1)
             z = laplacian_solution(unary, knn_affinity(F.normalize(features.detach(), dim=1), self.k), lam=self.lam)
             w = z.mean(0)
             self.label_distribution = w
-            p = F.softmax(refined.detach(), 1)
+            p = F.softmax(out.refined.detach(), 1)
             if self.combination == "geometric":
                 combined = torch.sqrt(z * p)
                 combined = combined / combined.sum(1, keepdim=True)
@@ -62,7 +61,7 @@ class Ods(_GradientAdapter):
             class_w = (1.0 - w) / (1.0 - w).sum() * w.numel()
             sample_w = class_w[combined.argmax(1)]
             sample_w = sample_w / sample_w.mean()
-        used = norm_preserving(refined, logits) if wb is not None else logits
+        used = out.for_loss()
         ent = -(F.softmax(used, 1) * F.log_softmax(used, 1)).sum(1)
         self.step((sample_w * ent).mean())
         return torch.log(combined.clamp_min(1e-30))

@@ -16,7 +16,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.dart.refiner import Refiner
+from dartlib.data.augmentation import augment
+from dartlib.tta.base import Refinement
 from dartlib.tta.basic import _GradientAdapter
 
 
@@ -63,15 +65,11 @@ class Roid(_GradientAdapter):
         super().reset()
         self.class_probs = None
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        from dartlib.models.training import _augment
-
-        wb = self.affine(x)
-        logits = self.model(x)
-        refined = self.refined(logits, wb)
-        used = norm_preserving(refined, logits) if wb is not None else logits
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
+        out = refine.predictions(self.model(x))
+        used = out.for_loss()
         with torch.no_grad():
-            p = F.softmax(refined, 1)
+            p = F.softmax(out.refined, 1)
             if self.class_probs is None:
                 self.class_probs = p.mean(0)
             w_div = _minmax(1.0 - F.cosine_similarity(self.class_probs[None], p, dim=1))
@@ -81,13 +79,11 @@ class Roid(_GradientAdapter):
             self.class_probs = self.ema * self.class_probs + (1 - self.ema) * p.mean(0)
         loss = (weights * mask * soft_likelihood_ratio(used)).sum() / len(x)
         if self.consistency:
-            aug_logits = self.model(_augment(x.cpu(), "rrc-flip", self.generator).to(x.device))
-            aug = self.refined(aug_logits, wb)
-            aug = norm_preserving(aug, aug_logits) if wb is not None else aug_logits
-            loss = loss + (mask * symmetric_cross_entropy(aug, used)).sum() / len(x)
+            aug = refine.predictions(self.model(augment(x.cpu(), kind="rrc-flip", generator=self.generator).to(x.device)))
+            loss = loss + (mask * symmetric_cross_entropy(aug.for_loss(), used)).sum() / len(x)
         self.step(loss)
         with torch.no_grad():
             for p_now, p_src in zip(self.params, self.source_params):
                 p_now.mul_(self.ensemble).add_((1 - self.ensemble) * p_src)
-        out = refined.detach()
-        return prior_correction(out) if self.prior else out
+        refined = out.refined.detach()
+        return prior_correction(refined) if self.prior else refined

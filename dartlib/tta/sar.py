@@ -14,8 +14,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dartlib.dart.refiner import Refiner, norm_preserving
+from dartlib.dart.refiner import Refiner
 from dartlib.models.backbones import bn_layers
+from dartlib.tta.base import Refinement
 from dartlib.tta.basic import _GradientAdapter
 
 
@@ -43,17 +44,15 @@ class Sar(_GradientAdapter):
         super().reset()
         self.ema = None
 
-    def _filtered_entropy(self, x: torch.Tensor, wb) -> tuple[torch.Tensor | None, torch.Tensor]:
-        logits = self.model(x)
-        refined = self.refined(logits, wb)
-        used = norm_preserving(refined, logits) if wb is not None else logits
+    def _filtered_entropy(self, x: torch.Tensor, refine: Refinement) -> tuple[torch.Tensor | None, torch.Tensor]:
+        out = refine.predictions(self.model(x))
+        used = out.for_loss()
         ent = -(F.softmax(used, 1) * F.log_softmax(used, 1)).sum(1)
-        keep = ent < self.margin_factor * math.log(logits.shape[1])
-        return (ent[keep].mean() if keep.any() else None), refined
+        keep = ent < self.margin_factor * math.log(used.shape[1])
+        return (ent[keep].mean() if keep.any() else None), out.refined
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        wb = self.affine(x)
-        loss, refined = self._filtered_entropy(x, wb)
+    def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
+        loss, refined = self._filtered_entropy(x, refine)
         if loss is None:
             return refined.detach()
         self.optimizer.zero_grad(set_to_none=True)
@@ -67,7 +66,7 @@ class Sar(_GradientAdapter):
                 p.add_(e)
                 steps.append(e)
         self.optimizer.zero_grad(set_to_none=True)
-        second, _ = self._filtered_entropy(x, wb)
+        second, _ = self._filtered_entropy(x, refine)
         if second is not None:
             second.backward()
         with torch.no_grad():

@@ -241,7 +241,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dartlib.experiments import backbone_study; from dartlib.experiments import online
+    from dartlib.experiments import backbone_study, online
     from dartlib.experiments.grid import grid_status, parse_shard, run_grid, shard
     from dartlib.paths import NOTEBOOKS_DIR, results_dir
     from dartlib.profiles import load_profile

@@ -223,3 +223,20 @@ def test_gpu_run_backbone_study_tiny_end_to_end(packed_folder, tmp_path):
     assert comparison["source_epoch"]["standard_seconds"] > 0
     manifest = json.loads((work / "CIFAR-10-C" / "manifest.json").read_text())
     assert manifest["severities"] == [4, 5]
+
+
+def test_gpu_run_grids_tiny_checks_the_plumbing_and_writes_no_rows(packed_folder, tmp_path):
+    """``--study grids`` at its tiny size: CIFAR-10-C generated, the committed models copied, the
+    named grids' status printed, the results files returned; the profile's rows are not touched."""
+    _, path = packed_folder
+    out, work = tmp_path / "out", tmp_path / "work"
+    committed = (REPO_ROOT / "results" / "cpu" / "table1.csv").read_bytes()
+    cmd = [sys.executable, "-m", "dartlib", "gpu-run", "--study", "grids", "--tiny", "--grids", "table1:note",
+           "--packed", str(path), "--out", str(out), "--work", str(work), "--workers", "2"]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO_ROOT), "DART_DEVICE": "cpu"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "note   none" in done.stdout and "of 90 cells" in done.stdout
+    assert sorted(f.name for f in out.iterdir()) == ["log.txt", "run.json", "table1.csv"]
+    assert (out / "table1.csv").read_bytes() == committed == (REPO_ROOT / "results" / "cpu" / "table1.csv").read_bytes()
+    assert len(list((work / "CIFAR-10-C").glob("*.npy"))) == 16  # 15 corruptions + labels

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 import yaml
 
-from dartlib import cli; from dartlib import runner
+from dartlib import cli, runner
 from dartlib.paths import PROFILES_DIR
 from dartlib.profiles import load_profile, profile_names
 from dartlib.registry import UnknownNameError

@@ -33,6 +33,7 @@ import multiprocessing as mp
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -134,7 +135,8 @@ def _load_data(args, run: Run, pool: ProcessPoolExecutor, work: Path) -> dict:
 
 
 def _start_corruptions(p: dict, corruptions: list[str], pool: ProcessPoolExecutor, heldout_images: np.ndarray,
-                       run: Run, severities: list[int] | None = None) -> tuple[threading.Thread, dict, dict]:
+                       run: Run, severities: list[int] | None = None, held: bool = True
+                       ) -> tuple[threading.Thread, dict, dict]:
     """Submit CIFAR-10-C (chunks of dartlib.data.prepare.CHUNK, the seeds of prepare_corrupted;
     ``severities`` stacked in order, default the profile's) and the held-out corruptions at the
     profile's severity; a thread writes each corruption's file when its chunks are done."""
@@ -148,7 +150,7 @@ def _start_corruptions(p: dict, corruptions: list[str], pool: ProcessPoolExecuto
     clean = clean_source(name)(split="test")
     futures = {c: [pool.submit(_corrupt_worker, clean.images[s : s + CHUNK], c, sev, (seed + 7919 * sev) * 100003 + i)
                    for sev in severities for i, s in enumerate(range(0, len(clean), CHUNK))] for c in corruptions}
-    held = {c: pool.submit(_corrupt_worker, heldout_images, c, severity, seed) for c in HOLDOUT}
+    held = {c: pool.submit(_corrupt_worker, heldout_images, c, severity, seed) for c in HOLDOUT} if held else {}
     status: dict = {"done": [], "error": None}
 
     def write() -> None:
@@ -286,7 +288,8 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     run_ = Run(out, float(args.budget))
     try:
-        return _run_backbone(args, run_, out) if args.study == "backbone" else _run(args, run_, out)
+        study = {"backbone": _run_backbone, "grids": _run_grids}.get(args.study, _run)
+        return study(args, run_, out)
     except BaseException as err:  # keep what the run measured so far beside the error
         import traceback
 
@@ -630,6 +633,74 @@ def _run_backbone(args: argparse.Namespace, run_: Run, out: Path) -> int:
     return 0
 
 
+def _run_grids(args: argparse.Namespace, run_: Run, out: Path) -> int:
+    """``--study grids``: named cells of a CPU-scale profile's grids (``--grids
+    "table1:note,ods;online_imbalance:sar,ods"``) computed on this device with the standard engine
+    in fp32 (TF32 off), from the committed models, into a copy of the profile's committed results
+    files: only cells missing or stale there are computed, and the files come back whole."""
+    from dartlib.models.artefacts import COMMITTED_DIR, committed_files
+
+    log = run_.log
+    work, _, workers = _work_folder(args, "dart-gpu-grids-")
+    profile = args.grid_profile
+    log(f"gpu-run --study grids: profile {profile}, grids {args.grids}, work {work}, {workers} CPU workers, "
+        f"budget {args.budget:.0f} s")
+    t = time.perf_counter()
+    pool = _pool(workers)
+    _load_data(args, run_, pool, work)
+    run_.stage("data", t)
+
+    import torch
+
+    from dartlib import cli
+    from dartlib.data.corruptions import CORRUPTIONS
+    from dartlib.devices import default_device
+    from dartlib.paths import results_dir
+    from dartlib.profiles import load_profile
+
+    p = load_profile(profile)
+    device = args.device or default_device()
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    run_.info.update({"study": "grids", "profile": profile, "grids": args.grids, "tiny": bool(args.tiny),
+                      "device": device, "precision": "fp32", "workers": workers, "budget_s": args.budget})
+    (work / "checkpoints").mkdir(exist_ok=True)
+    for path in committed_files(COMMITTED_DIR):
+        shutil.copy(path, work / "checkpoints" / path.name)
+    t = time.perf_counter()
+    writer, _, status = _start_corruptions(p, list(CORRUPTIONS), pool, np.zeros((0, 32, 32, 3), np.uint8), run_,
+                                           held=False)
+    writer.join()
+    if status["error"] is not None:
+        raise status["error"]
+    pool.shutdown(wait=True)
+    run_.stage("corruptions", t)
+    def out_of_time(signum, frame):
+        raise KeyboardInterrupt  # the grid stops as on Ctrl-C: every finished row is already stored
+
+    signal.signal(signal.SIGALRM, out_of_time)
+    for spec in [s for s in args.grids.split(";") if s]:
+        name, _, methods = spec.partition(":")
+        t = time.perf_counter()
+        # --tiny checks the plumbing only: computing cells of the profile on a few hundred images
+        # would write wrong rows into its committed results
+        argv = ["grid", name, "--profile", profile] + (["--methods", methods] if methods else []) + (
+            ["--status"] if args.tiny else [])
+        signal.alarm(max(1, int(run_.left() - args.reserve)))
+        try:
+            code = cli.main(argv)
+        finally:
+            signal.alarm(0)
+            shutil.copy(results_dir(profile) / f"{name}.csv", out / f"{name}.csv")
+        run_.info.setdefault("grid_exit", {})[spec] = code
+        if code == 130:
+            run_.skip(f"grid {spec}: stopped by the time guard (finished rows kept)")
+        run_.stage(f"grid {spec}", t)
+    _write_run(run_, torch, device)
+    log(f"done in {run_.elapsed():.1f} s; files in {out}: {', '.join(sorted(f.name for f in out.iterdir()))}")
+    return 0
+
+
 def _compare_paths(args, run_: Run, fast, test_sets, model16, ref16, corrupted: str, seed: int, device: str,
                    meta8: dict, log) -> dict:
     """The library's standard (host) paths against the fast (device-resident) ones on the same
@@ -739,8 +810,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=["bf16", "fp32"], help="default: bf16 on a GPU, fp32 on the CPU")
     parser.add_argument("--arch", help="backbone (default: the profile's; small-cnn with --tiny)")
     parser.add_argument("--workers", type=int, help="CPU worker processes (default: cores - 2)")
-    parser.add_argument("--study", choices=["backbone"],
-                        help="instead of the gpu profile: the backbone-strength study (dartlib.experiments.backbone_study)")
+    parser.add_argument("--study", choices=["backbone", "grids"],
+                        help="instead of the gpu profile: the backbone-strength study (dartlib.experiments.backbone_study), "
+                             "or named cells of a CPU-scale profile's grids (--grids)")
+    parser.add_argument("--grids", default="table1",
+                        help='with --study grids: "GRID[:METHOD,...];..." e.g. "table1:note,ods;online_imbalance:sar"')
+    parser.add_argument("--grid-profile", default="cpu", help="with --study grids: the profile whose grids run")
 
 
 def main(argv: list[str] | None = None) -> int:

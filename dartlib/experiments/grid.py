@@ -6,6 +6,8 @@ combination. ``run_grid`` appends each finished cell to ``results/<profile>/<exp
 already there, and therefore resumes an interrupted run. Cells are independent, so a grid can be
 split across processes or machines by handing each a subset of cells (:func:`shard`); processes
 sharing one results file take a lock around each append, so none overwrites another's rows.
+To use more cores, GPUs or machines, :func:`dartlib.experiments.distributed.run_grid_ray` runs the
+cells on Ray workers and stores the same rows (docs/scale-out.md).
 
 A cell's key names its configuration, not the trained inputs it was computed with (the source
 model, g_phi, NOTE's IABN copy). Callers that know those pass ``inputs`` (a digest per cell, e.g.

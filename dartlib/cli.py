@@ -276,6 +276,9 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         cells = [c for c in cells if getattr(c, field) in keep]
     cells = shard(cells, args.shard) if args.shard else cells
     wanted = inspect.signature(prepare).parameters
+    backend = args.backend or params.get("grid_backend", "local")
+    if backend == "ray" and not args.status:
+        return _grid_on_ray(args, cells, prepare, {k: v for k, v in params.items() if k in wanted})
     # --status computes nothing: it loads the trained inputs for their digests (no training, no data)
     context, meta = prepare(**{k: v for k, v in params.items() if k in wanted}, progress=True,
                             trained_only=args.status)[:2]
@@ -292,6 +295,34 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     reuse = [results_dir(args.profile) / name for name in shared]
     run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=path, experiment=args.experiment,
              inputs=context.inputs, reuse=reuse)
+    return 0
+
+
+def _grid_on_ray(args: argparse.Namespace, cells: list, prepare, params: dict) -> int:
+    """``grid --backend ray``: the cells on Ray workers, each preparing the context once."""
+    from dartlib.experiments import online
+    from dartlib.experiments.distributed import CellsFailed, ContextFactory, run_grid_ray
+    from dartlib.paths import results_dir
+
+    if args.shard:
+        print("error: --shard splits a grid between local processes; the ray backend schedules every cell itself",
+              file=sys.stderr)
+        return 2
+    path = results_dir(args.profile) / f"{args.experiment}.csv"
+    shared = online.SHARED_RESULTS if args.experiment == "online_imbalance" else ()
+    factory = ContextFactory(prepare, {**params, "progress": False}, args.threads)
+    print(f"{args.profile}: {len(cells)} {args.experiment} cells on Ray "
+          f"({args.cpus_per_cell:g} CPU, {args.gpus_per_cell:g} GPU per cell); {path}")
+    try:
+        run_grid_ray(cells, factory, path=path, experiment=args.experiment,
+                     reuse=[results_dir(args.profile) / name for name in shared], address=args.address,
+                     workers=args.workers, cpus_per_cell=args.cpus_per_cell, gpus_per_cell=args.gpus_per_cell)
+    except (CellsFailed, ImportError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"interrupted: the workers are stopped, every finished cell is in {path}", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -444,6 +475,14 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.add_argument("--methods", help="comma-separated methods to keep (e.g. note,sar: split the slow ones across workers)")
     grid_.add_argument("--status", action="store_true",
                        help="count current, stale and missing cells per method and refiner, and compute nothing")
+    grid_.add_argument("--backend", choices=["local", "ray"],
+                       help="local (default, or the profile's grid_backend): this process; ray: Ray workers "
+                            "(docs/scale-out.md)")
+    grid_.add_argument("--address", help="ray: the cluster to join (auto, host:6379, ray://host:10001); default: "
+                                         "a Ray instance started on this machine")
+    grid_.add_argument("--cpus-per-cell", type=float, default=1.0, help="ray: CPUs (torch threads) per worker")
+    grid_.add_argument("--gpus-per-cell", type=float, default=0.0, help="ray: GPUs per worker (0.25: four cells per GPU)")
+    grid_.add_argument("--workers", type=int, help="ray: how many workers (default: as many as the cluster holds)")
     grid_.set_defaults(func=_cmd_grid)
 
     valid = sub.add_parser("validate-alpha", help="choose alpha for a profile's backbone on held-out training data")

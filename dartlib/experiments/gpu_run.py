@@ -34,6 +34,7 @@ import os
 import platform
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -652,7 +653,6 @@ def _run_grids(args: argparse.Namespace, run_: Run, out: Path) -> int:
 
     import torch
 
-    from dartlib import cli
     from dartlib.data.corruptions import CORRUPTIONS
     from dartlib.devices import default_device
     from dartlib.paths import results_dir
@@ -660,8 +660,6 @@ def _run_grids(args: argparse.Namespace, run_: Run, out: Path) -> int:
 
     p = load_profile(profile)
     device = args.device or default_device()
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
     run_.info.update({"study": "grids", "profile": profile, "grids": args.grids, "tiny": bool(args.tiny),
                       "device": device, "precision": "fp32", "workers": workers, "budget_s": args.budget})
     (work / "checkpoints").mkdir(exist_ok=True)
@@ -675,26 +673,23 @@ def _run_grids(args: argparse.Namespace, run_: Run, out: Path) -> int:
         raise status["error"]
     pool.shutdown(wait=True)
     run_.stage("corruptions", t)
-    def out_of_time(signum, frame):
-        raise KeyboardInterrupt  # the grid stops as on Ctrl-C: every finished row is already stored
-
-    signal.signal(signal.SIGALRM, out_of_time)
+    env = {**os.environ, "DART_TF32": "0", "PYTHONUNBUFFERED": "1"}
     for spec in [s for s in args.grids.split(";") if s]:
         name, _, methods = spec.partition(":")
         t = time.perf_counter()
         # --tiny checks the plumbing only: computing cells of the profile on a few hundred images
         # would write wrong rows into its committed results
-        argv = ["grid", name, "--profile", profile] + (["--methods", methods] if methods else []) + (
-            ["--status"] if args.tiny else [])
-        signal.alarm(max(1, int(run_.left() - args.reserve)))
+        cmd = [sys.executable, "-m", "dartlib", "grid", name, "--profile", profile] + (
+            ["--methods", methods] if methods else []) + (["--status"] if args.tiny else [])
+        child = subprocess.Popen(cmd, env=env)
         try:
-            code = cli.main(argv)
-        finally:
-            signal.alarm(0)
-            shutil.copy(results_dir(profile) / f"{name}.csv", out / f"{name}.csv")
-        run_.info.setdefault("grid_exit", {})[spec] = code
-        if code == 130:
+            code = child.wait(timeout=max(1.0, run_.left() - args.reserve))
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGINT)  # the grid stops as on Ctrl-C: every finished row is stored
+            code = child.wait()
             run_.skip(f"grid {spec}: stopped by the time guard (finished rows kept)")
+        shutil.copy(results_dir(profile) / f"{name}.csv", out / f"{name}.csv")
+        run_.info.setdefault("grid_exit", {})[spec] = code
         run_.stage(f"grid {spec}", t)
     _write_run(run_, torch, device)
     log(f"done in {run_.elapsed():.1f} s; files in {out}: {', '.join(sorted(f.name for f in out.iterdir()))}")

@@ -6,6 +6,8 @@ combination. ``run_grid`` appends each finished cell to ``results/<profile>/<exp
 already there, and therefore resumes an interrupted run. Cells are independent, so a grid can be
 split across processes or machines by handing each a subset of cells (:func:`shard`); processes
 sharing one results file take a lock around each append, so none overwrites another's rows.
+To use more cores, GPUs or machines, :func:`dartlib.experiments.distributed.run_grid_ray` runs the
+cells on Ray workers and stores the same rows (docs/scale-out.md).
 
 A cell's key names its configuration, not the trained inputs it was computed with (the source
 model, g_phi, NOTE's IABN copy). Callers that know those pass ``inputs`` (a digest per cell, e.g.
@@ -221,18 +223,37 @@ def run_grid(
     requested (not the order they were computed or borrowed in)."""
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
-    todo = [c for c, state in zip(cells, _states(cells, path, digests)) if state != "current"]
-    todo = _borrow(todo, digests, reuse, path=path, experiment=experiment)
+    todo = pending_cells(cells, path=path, experiment=experiment, digests=digests, reuse=reuse)
     # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
     bar = tqdm(todo, desc=experiment, unit="cell", **({} if progress else {"disable": True}))
     for cell in bar:
         bar.set_postfix_str(cell.label())
         start = time.perf_counter()
         result = evaluate(cell)
-        row = {**asdict(cell), "experiment": experiment, **result, "seconds": time.perf_counter() - start,
-               "key": cell.key, "inputs": digests.get(cell.key, "")}
-        _append_row(row, path)
-    done = read_results(path)  # as stored, so a fresh run and a resumed one return the same values
+        store_row(cell, result, path=path, experiment=experiment, seconds=time.perf_counter() - start,
+                  digest=digests.get(cell.key, ""))
+    return stored_rows(cells, path=path)
+
+
+def pending_cells(cells: list[Cell], *, path: Path, experiment: str, digests: dict[str, str],
+                  reuse: Sequence[Path] = ()) -> list[Cell]:
+    """The cells of a grid that are not current in ``path`` (missing, or stored with another input
+    digest than ``digests`` gives), less those borrowed from ``reuse`` (see :func:`run_grid`), in grid order."""
+    todo = [c for c, state in zip(cells, _states(cells, path, digests)) if state != "current"]
+    return _borrow(todo, digests, reuse, path=path, experiment=experiment)
+
+
+def store_row(cell: Cell, result: dict, *, path: Path, experiment: str, seconds: float, digest: str) -> None:
+    """Append one finished cell (``result``: at least ``n`` and ``accuracy``) to ``path``, replacing
+    an older row of the same cell."""
+    row = {**asdict(cell), "experiment": experiment, **result, "seconds": seconds, "key": cell.key, "inputs": digest}
+    _append_row(row, path)
+
+
+def stored_rows(cells: list[Cell], *, path: Path) -> pd.DataFrame:
+    """The stored rows of ``cells``, in the order of ``cells`` (as read back from the file, so a
+    fresh run and a resumed one return the same values)."""
+    done = read_results(path)
     position = {c.key: i for i, c in enumerate(cells)}
     done = done[done["key"].astype(str).isin(position)]
     order = done["key"].astype(str).map(position)

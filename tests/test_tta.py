@@ -133,7 +133,7 @@ def test_option_errors_are_clear():
         tta.make("bnadapt", _model(), lr=0.1)
     with pytest.raises(ValueError, match="threshold"):
         tta.make("pl", _model(), threshold=1.5)
-    with pytest.raises(ValueError, match="valid: geometric, arithmetic"):
+    with pytest.raises(ValueError, match="valid: arithmetic, geometric"):
         tta.make("ods", _model(), combination="harmonic")
     with pytest.raises(ValueError, match="valid: batch, source"):
         tta.make("memo", _model(), bn="group")

@@ -48,3 +48,119 @@ def augment(x: torch.Tensor, *, kind: str, generator: torch.Generator) -> torch.
         grid = F.affine_grid(theta, list(x.shape), align_corners=False)
         return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
     raise ValueError(f"unknown augmentation {kind!r}; valid: {', '.join(AUGMENTATIONS)}")
+
+
+def _hsv_shift_hue(x: torch.Tensor, shift: float) -> torch.Tensor:
+    """Rotate the hue of RGB images in [0, 1] by ``shift`` (a fraction of the colour circle)."""
+    r, g, b = x.unbind(1)
+    mx, _ = x.max(1)
+    mn, _ = x.min(1)
+    delta = mx - mn
+    safe = delta.clamp_min(1e-12)
+    h = torch.where(mx == r, ((g - b) / safe) % 6, torch.where(mx == g, (b - r) / safe + 2, (r - g) / safe + 4)) / 6
+    h = torch.where(delta > 0, h, torch.zeros_like(h))
+    s = torch.where(mx > 0, delta / mx.clamp_min(1e-12), torch.zeros_like(mx))
+    h = (h + shift) % 1.0
+    k = (torch.tensor([5.0, 3.0, 1.0], device=x.device)[None, :, None, None] + 6 * h[:, None]) % 6
+    return mx[:, None] - mx[:, None] * s[:, None] * (torch.minimum(k, 4 - k).clamp(0, 1))
+
+
+def cotta_view(x: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+    """ROID's augmented view (the official ``get_tta_transforms(padding_mode="reflect",
+    cotta_augs=False)``), one draw of parameters for the whole batch as the reference applies it to
+    the batch tensor: colour jitter in random order (brightness 0.6-1.4, contrast 0.7-1.3,
+    saturation 0.5-1.5, hue +-0.06, gamma 0.7-1.3), reflect padding by half the image size, a
+    random affine map (rotation +-15 degrees, translation 1/16, scale 0.9-1.1, bilinear, fill 0),
+    the centre crop and a horizontal flip with probability 1/2, clipped to [0, 1]."""
+    def uniform(lo: float, hi: float) -> float:
+        return float(torch.empty(1).uniform_(lo, hi, generator=generator))
+
+    x = x.clamp(0, 1)
+    for op in torch.randperm(5, generator=generator).tolist():
+        gray = (0.299 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2])[:, None]
+        if op == 0:
+            x = (x * uniform(0.6, 1.4)).clamp(0, 1)
+        elif op == 1:
+            f = uniform(0.7, 1.3)
+            x = (f * x + (1 - f) * gray.mean((2, 3), keepdim=True)).clamp(0, 1)
+        elif op == 2:
+            f = uniform(0.5, 1.5)
+            x = (f * x + (1 - f) * gray).clamp(0, 1)
+        elif op == 3:
+            x = _hsv_shift_hue(x, uniform(-0.06, 0.06))
+        else:
+            x = x.clamp(1e-8, 1.0) ** uniform(0.7, 1.3)
+    n, _, h, w = x.shape
+    padded = F.pad(x, (w // 2, w // 2, h // 2, h // 2), mode="reflect")
+    angle, scale = math.radians(uniform(-15, 15)), uniform(0.9, 1.1)
+    size = padded.shape[-1]
+    # torchvision rounds the translation to whole pixels of the padded image
+    tx, ty = (round(uniform(-size / 16, size / 16)) * 2 / size for _ in range(2))
+    cos, sin = math.cos(angle) / scale, math.sin(angle) / scale
+    theta = torch.tensor([[cos, -sin, -(cos * tx - sin * ty)], [sin, cos, -(sin * tx + cos * ty)]],
+                         dtype=x.dtype).expand(n, 2, 3)
+    grid = F.affine_grid(theta, list(padded.shape), align_corners=False)
+    warped = F.grid_sample(padded, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    x = warped[:, :, h // 2:h // 2 + h, w // 2:w // 2 + w]
+    if float(torch.rand(1, generator=generator)) < 0.5:
+        x = x.flip(3)
+    return x.clamp(0, 1)
+
+
+def _augmix_ops(rng: np.random.Generator):
+    """AugMix's operations at severity 1 as MEMO's CIFAR code sets them (``third_party.py``, after
+    google-research/augmix): each draws its level from U(0.1, 1) and a random sign."""
+    from PIL import Image, ImageOps
+
+    def level(maxval: float) -> float:
+        return rng.uniform(0.1, 1.0) * maxval / 10
+
+    def sign() -> int:
+        return -1 if rng.uniform() > 0.5 else 1
+
+    def affine(img, coeffs):
+        return img.transform(img.size, Image.AFFINE, coeffs, resample=Image.BILINEAR, fillcolor=(128, 128, 128))
+
+    size = 32
+    return [
+        lambda img: ImageOps.autocontrast(img),
+        lambda img: ImageOps.equalize(img),
+        lambda img: img.rotate(sign() * int(level(30)), resample=Image.BILINEAR, fillcolor=(128, 128, 128)),
+        lambda img: ImageOps.solarize(img, 256 - int(level(256))),
+        lambda img: affine(img, (1, sign() * level(0.3), 0, 0, 1, 0)),
+        lambda img: affine(img, (1, 0, 0, sign() * level(0.3), 1, 0)),
+        lambda img: affine(img, (1, 0, sign() * int(level(size / 3)), 0, 1, 0)),
+        lambda img: affine(img, (1, 0, 0, 0, 1, sign() * int(level(size / 3)))),
+        lambda img: ImageOps.posterize(img, 4 - int(level(4))),
+    ]
+
+
+def augmix_views(x: torch.Tensor, *, n_views: int, generator: torch.Generator) -> torch.Tensor:
+    """``n_views`` AugMix views (V, B, C, H, W) of every image of the CPU batch ``x``, as MEMO's
+    CIFAR code draws them (``_augmix_aug``): a random 32-pixel crop of the 4-pixel zero-padded
+    image and a horizontal flip with probability 1/2; then three chains of 1-3 random AugMix
+    operations mixed with Dirichlet(1, 1, 1) weights, and that mixture mixed with the cropped
+    image by m ~ Beta(1, 1). Mixing happens on [0, 1] pixels: MEMO's normalisation is affine, so
+    mixing after it gives the same image."""
+    from PIL import Image
+
+    rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
+    ops = _augmix_ops(rng)
+    pixels = (x.clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
+    views = np.empty((n_views, *pixels.shape), dtype=np.float32)
+    for v in range(n_views):
+        for i, image in enumerate(pixels):
+            dy, dx = rng.integers(0, 9, size=2)
+            crop = np.pad(image, ((4, 4), (4, 4), (0, 0)))[dy:dy + image.shape[0], dx:dx + image.shape[1]]
+            if rng.uniform() < 0.5:
+                crop = crop[:, ::-1]
+            img = Image.fromarray(np.ascontiguousarray(crop))
+            weights, m = rng.dirichlet([1.0, 1.0, 1.0]), rng.beta(1.0, 1.0)
+            mix = np.zeros(crop.shape, dtype=np.float32)
+            for weight in weights:
+                aug = img
+                for _ in range(rng.integers(1, 4)):
+                    aug = ops[rng.integers(len(ops))](aug)
+                mix += weight * np.asarray(aug, dtype=np.float32)
+            views[v, i] = m * crop + (1 - m) * mix
+    return torch.from_numpy(views / 255.0).permute(0, 1, 4, 2, 3).contiguous()

@@ -38,7 +38,7 @@ class SharedSourceLogits:
     """f_theta0_bar (the frozen BN-adapted source model) with its logits memoised per test batch.
 
     In BN-adapt mode the logits are a pure function of the batch, so every cell of a grid that
-    sees the same batch (each method with DART, ODS's tracker) can share one forward pass. Keys
+    sees the same batch (each method with DART) can share one forward pass. Keys
     are digests of the batch's bytes; values are bit-identical to a fresh forward pass.
     """
 
@@ -60,6 +60,11 @@ class SharedSourceLogits:
         else:
             self._memo[key] = self.frozen(x)
         return self._memo[key]
+
+
+# Method options a cell may set through its ``params`` (``dart_use=report``), so that a grid can
+# hold rows of both readings of a method side by side.
+CELL_METHOD_OPTIONS = {"note": ("dart_use",)}
 
 
 @dataclass
@@ -92,6 +97,9 @@ class Table1Context:
         if cell.method == "note" and self.iabn is not None:
             parts.append(_state_digest(self.iabn))
         parts.append(repr(sorted(self.options.get(cell.method, {}).items())))
+        revision = tta.METHODS[cell.method].revision
+        if revision:
+            parts.append(f"{cell.method}@{revision}")
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
     def adapter(self, cell: Cell) -> tta.Adapter:
@@ -103,6 +111,7 @@ class Table1Context:
             refiner = named[cell.refiner].to(self.device)
             refiner.reset()
         options = dict(self.options.get(cell.method, {}))
+        options.update({k: v for k, v in cell_options(cell).items() if k in CELL_METHOD_OPTIONS.get(cell.method, ())})
         if cell.method == "note":
             if self.iabn is None:
                 raise ValueError("NOTE needs the IABN fine-tuned model (dartlib.tta.note.load_or_finetune_iabn)")
@@ -116,7 +125,7 @@ class Table1Context:
         shared = None
         if self.share_source:
             # Every frozen copy an adapter would hold is f_theta0_bar of ``self.source`` (NOTE is
-            # given ``source`` above; ODS's tracker copies the fresh source model): one memo serves all.
+            # given ``source`` above; ODS's tracker keeps its own pre-trained copy): one memo serves all.
             if self._shared is None:
                 self._shared = SharedSourceLogits(self.source).to(self.device)
             shared = self._shared

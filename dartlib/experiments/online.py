@@ -18,6 +18,9 @@ from dartlib.experiments.engine import Table1Context
 # borrowed rather than computed: notebook 09's CIFAR-10C-imb table runs the same NoAdapt and BNAdapt(+DART) streams.
 SHARED_RESULTS = ("more_settings.csv",)
 
+# SAR's model recovery is on "only for the experiments of online imbalance" (Appendix A, "SAR").
+METHOD_OPTIONS = {"sar": {"reset": True}}
+
 ROW_ORDER = ["NoAdapt", "BNAdapt", "BNAdapt+DART", "BNAdapt+DART-split", "TENT", "TENT+DART-split", "SAR",
              "SAR+DART-split", "ODS", "ODS+DART-split"]
 
@@ -45,7 +48,8 @@ def prepare_online_context(
 ) -> tuple[Table1Context, dict, list[dict]]:
     """Notebook 04's context (source model, DART's g_phi) plus DART-split's g_phi1 / g_phi2,
     trained with the same intermediate settings (Algorithm 3) and applied with logits multiplied
-    by ``split_temperature`` (1.1 on CIFAR-10C, Appendix B). Returns the context, the source
+    by ``split_temperature`` (1.1 on CIFAR-10C, Appendix B), and the online-imbalance method
+    options (:data:`METHOD_OPTIONS`: SAR's reset). Returns the context, the source
     checkpoint's metadata and DART-split's training log. ``trained_only``: as in
     :func:`dartlib.experiments.engine.prepare_context`, load the trained inputs and compute nothing."""
     from dartlib.data import load
@@ -69,6 +73,8 @@ def prepare_online_context(
                                        progress=progress)
     split.temperature = split_temperature
     context.refiners["dart-split"] = split
+    for method, options in METHOD_OPTIONS.items():
+        context.options[method] = {**context.options.get(method, {}), **options}
     return context, meta, log
 
 

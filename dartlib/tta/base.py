@@ -25,6 +25,9 @@ class Adapter(abc.ABC):
     """Base class: holds the model being adapted, the frozen source copy and the refiner."""
 
     name = "base"
+    # Bumped when a method's computation changes under unchanged options, so that stored results
+    # of the old computation no longer match (it is part of a grid cell's input digest); 0 adds nothing.
+    revision = 0
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None) -> None:
         self.initial_state = copy.deepcopy(model.state_dict())

@@ -4,8 +4,9 @@ BN" (test-batch statistics, continual adaptation like TENT). Each step minimises
 entropy of the prediction averaged over ``n_augmentations`` random views of every test sample,
 then predicts the un-augmented batch with the updated model.
 
-Views are random-resized crops (scale 0.2-1) with horizontal flips, our choice; MEMO's AugMix
-views are heavier. With DART, every view's logits are refined with the batch's W_B, b_B (the
+Views are AugMix views as MEMO's own CIFAR code draws them (random crop and flip, then three
+chains of severity-1 AugMix operations mixed by Dirichlet(1, 1, 1) and Beta(1, 1) weights;
+:func:`dartlib.data.augmentation.augmix_views`). With DART, every view's logits are refined with the batch's W_B, b_B (the
 norm-preserving form inside the loss) and so is the reported prediction.
 """
 
@@ -18,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dartlib.dart.refiner import Refiner
-from dartlib.data.augmentation import augment
+from dartlib.data.augmentation import augmix_views
 from dartlib.models.backbones import use_source_statistics
 from dartlib.tta.base import Refinement
 from dartlib.tta.basic import _GradientAdapter
@@ -35,6 +36,7 @@ def marginal_entropy(view_logits: torch.Tensor) -> torch.Tensor:
 
 class Memo(_GradientAdapter):
     name = "memo"
+    revision = 2  # 2: AugMix views
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, bn: str = "batch",
                  n_augmentations: int = 32, optimizer: str = "adam", lr: float | None = None,
@@ -51,8 +53,7 @@ class Memo(_GradientAdapter):
         self.generator = torch.Generator().manual_seed(seed)
 
     def _views(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.stack([augment(x.cpu(), kind="rrc-flip", generator=self.generator).to(x.device)
-                            for _ in range(self.n_augmentations)])
+        return augmix_views(x.cpu(), n_views=self.n_augmentations, generator=self.generator).to(x.device)
 
     def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
         if self.episodic:  # back to the source weights and a fresh optimiser; the refiner keeps its state

@@ -2,10 +2,13 @@
 normalisation (IABN, threshold k = 4) and prediction-balanced reservoir sampling (PBRS, memory of
 the batch size); the entropy of the memory batch trains the BN affine parameters.
 
-With DART, the refinement corrects the predictions under which test samples enter the memory
-(and the reported predictions); the adaptation loss on the prediction-balanced memory batch is
-left unrefined, since W_B and b_B describe the label distribution of the test batch, not of the
-memory (Appendix A, "NOTE").
+With DART, the refinement corrects the predictions under which test samples enter the memory:
+"DART is used exclusively to enhance the prediction accuracy of the examples stored in memory"
+(Appendix A, "NOTE"), so by default (``dart_use="memory"``) the refined predictions decide what
+PBRS stores and NOTE reports its own, unrefined predictions. ``dart_use="report"`` is the other
+reading, where the reported predictions are the refined ones too. Either way the adaptation loss
+on the prediction-balanced memory batch is left unrefined, since W_B and b_B describe the label
+distribution of the test batch, not of the memory.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
 from dartlib.models.training import load_or_train
 from dartlib.tta.base import Adapter, Refinement
 from dartlib.tta.basic import entropy, make_optimizer
+
+DART_USES = ("memory", "report")
 
 
 class IABN2d(nn.Module):
@@ -185,13 +190,18 @@ class Note(Adapter):
     model is converted without fine-tuning. Predictions use the running statistics (IABN-corrected);
     after each test batch, one entropy step on the memory batch updates the BN affine parameters
     and, with momentum ``bn_momentum``, the running statistics. ``source``: the BN classifier that
-    g_phi was trained for (f_theta0_bar is its BN-adapted copy); default ``model`` itself."""
+    g_phi was trained for (f_theta0_bar is its BN-adapted copy); default ``model`` itself.
+    ``dart_use``: where DART's refined predictions go, see the module docstring."""
 
     name = "note"
+    revision = 2  # 2: by default DART refines only the predictions that fill the memory
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, source: nn.Module | None = None,
                  memory: int = 200, k: float = 4.0, bn_momentum: float = 0.01, optimizer: str = "adam",
-                 lr: float | None = None, entropy_normalisation: str = "sum", seed: int = 0) -> None:
+                 lr: float | None = None, entropy_normalisation: str = "sum", dart_use: str = "memory",
+                 seed: int = 0) -> None:
+        if dart_use not in DART_USES:
+            raise ValueError(f"unknown dart_use {dart_use!r}; valid: {', '.join(DART_USES)}")
         if not has_iabn(model):
             _wrap_in_place(model, k)
         super().__init__(model, refiner=refiner)
@@ -201,7 +211,7 @@ class Note(Adapter):
         entropy(torch.zeros(1, 2), normalisation=entropy_normalisation)
         if memory < 1:
             raise ValueError(f"memory must be positive, got {memory}")
-        self.capacity, self.bn_momentum, self.seed = memory, bn_momentum, seed
+        self.capacity, self.bn_momentum, self.seed, self.dart_use = memory, bn_momentum, seed, dart_use
         self.entropy_normalisation = entropy_normalisation
         self.optimizer_name, self.lr = optimizer, lr
         for bn in bn_layers(self.model):
@@ -219,10 +229,11 @@ class Note(Adapter):
     def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:
         self.model.eval()
         with torch.no_grad():
-            logits = refine(self.model(x))
+            logits = self.model(x)
+            refined = refine(logits)
         if self.memory is None:
             self.memory = PredictionBalancedMemory(self.capacity, logits.shape[1], seed=self.seed)
-        for sample, label in zip(x, logits.argmax(1).tolist()):
+        for sample, label in zip(x, refined.argmax(1).tolist()):
             self.memory.add(sample, label)
         self.model.train()  # IABN with the memory batch's statistics, running statistics updated
         loss = entropy(self.model(self.memory.batch()), normalisation=self.entropy_normalisation)
@@ -230,7 +241,7 @@ class Note(Adapter):
         loss.backward()
         self.optimizer.step()
         self.model.eval()
-        return logits
+        return refined if self.dart_use == "report" else logits
 
 
 def _wrap_in_place(model: nn.Module, k: float) -> None:

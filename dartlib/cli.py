@@ -243,9 +243,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     from dartlib.experiments import backbone_study, online
     from dartlib.experiments.grid import grid_status, parse_shard, run_grid, shard
-    from dartlib.paths import NOTEBOOKS_DIR, results_dir
+    from dartlib.paths import results_dir
     from dartlib.profiles import load_profile
-    from dartlib.runner import notebook_parameters
     from dartlib.experiments.engine import evaluate_cell, prepare_context
     from dartlib.experiments.table1 import profile_cells
 
@@ -257,12 +256,12 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             return 2
     if args.threads:
         torch.set_num_threads(args.threads)
-    notebook, prepare, make_cells = {
-        "table1": ("06_table1_main.ipynb", prepare_context, profile_cells),
-        "online_imbalance": ("11_online_imbalance.ipynb", online.prepare_online_context, online.profile_cells),
-        "backbone_study": ("14_backbone_study.ipynb", backbone_study.prepare_study_context, backbone_study.profile_cells),
+    prepare, make_cells = {  # notebooks 06, 11 and 14
+        "table1": (prepare_context, profile_cells),
+        "online_imbalance": (online.prepare_online_context, online.profile_cells),
+        "backbone_study": (backbone_study.prepare_study_context, backbone_study.profile_cells),
     }[args.experiment]
-    params = {**notebook_parameters(NOTEBOOKS_DIR / notebook), **load_profile(args.profile)}
+    params = load_profile(args.profile)  # a profile defines every notebook parameter (tests/test_runner.py)
     cells = make_cells(params)
     for field in ("method", "refiner"):
         if not getattr(args, f"{field}s"):

@@ -317,15 +317,21 @@ def _work_folder(args: argparse.Namespace, prefix: str) -> tuple[Path, Path, int
     return work, results, args.workers or max(1, (os.cpu_count() or 2) - 2)
 
 
-def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
-    log = run_.log
-    work, results, workers = _work_folder(args, "dart-gpu-run-")
-    log(f"gpu-run: out {out}, work {work}, {workers} CPU workers, budget {args.budget:.0f} s{' (tiny)' if args.tiny else ''}")
-
+def _start(args: argparse.Namespace, run_: Run, prefix: str, what: str) -> tuple[Path, Path, int, ProcessPoolExecutor]:
+    """The work folder (:func:`_work_folder`), the CPU worker pool (forked before torch touches the
+    GPU) and the data stage; ``what`` names the run in the log."""
+    work, results, workers = _work_folder(args, prefix)
+    run_.log(f"{what}: work {work}, {workers} CPU workers, budget {args.budget:.0f} s{' (tiny)' if args.tiny else ''}")
     t = time.perf_counter()
-    pool = _pool(workers)  # forked before torch touches the GPU
+    pool = _pool(workers)
     _load_data(args, run_, pool, work)
     run_.stage("data", t)
+    return work, results, workers, pool
+
+
+def _run(args: argparse.Namespace, run_: Run, out: Path) -> int:
+    log = run_.log
+    work, results, workers, pool = _start(args, run_, "dart-gpu-run-", f"gpu-run: out {out}")
 
     import torch
 
@@ -503,13 +509,7 @@ def _run_backbone(args: argparse.Namespace, run_: Run, out: Path) -> int:
     from dartlib.paths import REPO_ROOT
 
     log = run_.log
-    work, results, workers = _work_folder(args, "dart-gpu-study-")
-    log(f"gpu-run --study backbone: out {out}, work {work}, {workers} CPU workers, budget {args.budget:.0f} s"
-        f"{' (tiny)' if args.tiny else ''}")
-    t = time.perf_counter()
-    pool = _pool(workers)
-    _load_data(args, run_, pool, work)
-    run_.stage("data", t)
+    work, results, workers, pool = _start(args, run_, "dart-gpu-study-", f"gpu-run --study backbone: out {out}")
 
     import torch
 
@@ -642,14 +642,9 @@ def _run_grids(args: argparse.Namespace, run_: Run, out: Path) -> int:
     from dartlib.models.artefacts import COMMITTED_DIR, committed_files
 
     log = run_.log
-    work, _, workers = _work_folder(args, "dart-gpu-grids-")
     profile = args.grid_profile
-    log(f"gpu-run --study grids: profile {profile}, grids {args.grids}, work {work}, {workers} CPU workers, "
-        f"budget {args.budget:.0f} s")
-    t = time.perf_counter()
-    pool = _pool(workers)
-    _load_data(args, run_, pool, work)
-    run_.stage("data", t)
+    work, _, workers, pool = _start(args, run_, "dart-gpu-grids-",
+                                    f"gpu-run --study grids: profile {profile}, grids {args.grids}")
 
     import torch
 

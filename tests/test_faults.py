@@ -430,3 +430,24 @@ def test_tqdm_disable_silences_grid_and_training_bars(tmp_path, monkeypatch, cap
               batch_size=4, augmentation="flip", gen=torch.Generator().manual_seed(0), lr_of_step=lambda i: 0.01,
               device="cpu", desc="train", progress=True)
     assert capsys.readouterr().err == ""
+
+
+def test_the_engines_test_set_cache_follows_the_data_root(tmp_path, monkeypatch):
+    """A corrupted set cached by the engine is never served after the data root moved (the cache
+    was keyed on the set's name alone: a second data root got the first one's images)."""
+    from dartlib.data import sources
+    from dartlib.experiments.engine import cell_stream
+    from dartlib.experiments.grid import Cell
+
+    cell = Cell(dataset="fmnistc", shift="lt", shift_param=1.0, corruption="gaussian_noise", severity=5,
+                method="bnadapt")
+    sizes = []
+    for root, per_class in ((tmp_path / "a", 3), (tmp_path / "b", 7)):
+        monkeypatch.setenv("DART_DATA_DIR", str(root))
+        folder = sources.corrupted_dir("fmnistc")
+        folder.mkdir(parents=True)
+        labels = np.repeat(np.arange(10), per_class).astype(np.int64)
+        np.save(folder / "gaussian_noise.npy", np.zeros((5 * len(labels), 32, 32, 3), dtype=np.uint8))
+        np.save(folder / "labels.npy", np.tile(labels, 5))
+        sizes.append(len(cell_stream(cell)[1]))
+    assert sizes == [30, 70]

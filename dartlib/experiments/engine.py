@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import inspect
+import os
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -147,8 +148,18 @@ def _state_digest(module: nn.Module) -> str:
     return _DIGESTS[module]
 
 
-@lru_cache(maxsize=4)
+def _data_location() -> tuple:
+    """Where data are read from (the data root and every ``DART_*`` folder override): part of the
+    test-set caches' keys, so a cache never serves a set read from another location."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("DART_") and k.endswith("_DIR")))
+
+
 def _corrupted(dataset: str, corruption: str, severity: int, image_size: int = 0):
+    return _corrupted_at(dataset, corruption, severity, image_size, _data_location())
+
+
+@lru_cache(maxsize=4)
+def _corrupted_at(dataset: str, corruption: str, severity: int, image_size: int, location: tuple):
     if corruption == "clean":  # a natural-shift test set (CIFAR-10.1) or a clean one
         return load(dataset, split="test")
     if "->" in corruption:  # a domain scenario "source->target": the target domain is the test set
@@ -164,8 +175,12 @@ def cell_options(cell: Cell) -> dict[str, str]:
     return parse_params(cell.params)
 
 
-@lru_cache(maxsize=1)
 def _mixed(dataset: str, severity: int) -> tuple[np.ndarray, np.ndarray]:
+    return _mixed_at(dataset, severity, _data_location())
+
+
+@lru_cache(maxsize=1)
+def _mixed_at(dataset: str, severity: int, location: tuple) -> tuple[np.ndarray, np.ndarray]:
     parts = [load(dataset, corruption=c, severity=severity) for c in CORRUPTIONS]
     return np.concatenate([p.images for p in parts]), np.concatenate([p.labels for p in parts])
 

@@ -16,7 +16,6 @@ from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib.experiments.grid import read_results
 from dartlib.models.backbones import small_cnn
 from dartlib.registry import UnknownNameError
-from dartlib.experiments.engine import _corrupted
 from dartlib.models.training import checkpoint_path, save_source
 
 TINY_DART = {"epochs": 1, "n_dir": 4, "hidden": 16, "batch_size": 16}
@@ -28,9 +27,7 @@ def root(tmp_path, monkeypatch):
     for var in ("DART_CIFAR100_DIR", "DART_CIFAR100C_DIR", "DART_IMAGENET_DIR", "DART_IMAGENETC_DIR", "DART_PACS_DIR",
                 "DART_OFFICEHOME_DIR", "DART_DOMAINNET126_DIR"):
         monkeypatch.delenv(var, raising=False)
-    _corrupted.cache_clear()  # keyed by dataset name, not by data root
-    yield tmp_path
-    _corrupted.cache_clear()
+    return tmp_path
 
 
 def _write_images(folder, n, rng, *, size=(32, 32), suffix=".png", shade=None):

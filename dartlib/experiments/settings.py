@@ -44,6 +44,9 @@ def dart_config(params: Mapping[str, Any], **overrides: Any) -> DartConfig:
     return DartConfig(**{**values, **overrides})
 
 
+PLAIN = (str, int, float, bool, list, dict, type(None))  # the value kinds of a profile's YAML
+
+
 @dataclass(frozen=True)
 class Settings:
     """A profile's parameters (``values``), with typed views of the groups the library uses."""
@@ -58,10 +61,13 @@ class Settings:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Settings:
-        """A notebook's or a profile's parameters (must name their ``profile``)."""
+        """A notebook's or a profile's parameters (must name their ``profile``). A notebook may pass
+        its namespace (``globals()``): only public names holding plain values (the kinds a profile
+        YAML holds) are kept, not modules, functions or the kernel's own entries."""
         if "profile" not in params:
             raise KeyError("settings need a `profile` key (the profile's name)")
-        return cls(profile=str(params["profile"]), values=dict(params))
+        values = {k: v for k, v in params.items() if not k.startswith("_") and isinstance(v, PLAIN)}
+        return cls(profile=str(params["profile"]), values=values)
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.values:

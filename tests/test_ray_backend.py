@@ -24,8 +24,7 @@ def _smoke_grid():
     params = {**notebook_parameters(NOTEBOOKS_DIR / "06_table1_main.ipynb"), **load_profile("smoke")}
     checkpoint = checkpoint_path(dataset=params["source_dataset"], arch=params["source_arch"],
                                  recipe=params["source_recipe"], seed=params["seed"])
-    if not checkpoint.is_file():
-        pytest.skip(f"the smoke source model is not at {checkpoint}")
+    assert checkpoint.is_file(), f"the committed smoke source model is not at {checkpoint} (git checkout -- data/checkpoints)"
     wanted = inspect.signature(prepare_context).parameters
     factory = ContextFactory(prepare_context, {k: v for k, v in params.items() if k in wanted})
     cells = [c for c in profile_cells(params) if c.method in ("noadapt", "bnadapt") and c.shift_param == 100.0]

@@ -91,7 +91,8 @@ def test_atomic_path_leaves_nothing_behind_on_failure(tmp_path):
 
 def test_second_writer_between_write_and_rename_of_the_image_cache(data_root, monkeypatch):
     """Another process writes the same cache while this one is between its write and its rename
-    (the README's two-shard recipe): with a shared temporary name one of them lost its file."""
+    (two processes of `grid --shard i/n`, docs/cli.md): with a shared temporary name one of them
+    lost its file."""
     monkeypatch.setenv("DART_CIFAR10_DIR", str(_image_folder(data_root / "c10")))
     real_savez, nested = np.savez, []
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import papermill as pm
+from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
@@ -65,7 +66,32 @@ def _kernel_env() -> None:
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
 
-def _execute(path: Path, output: Path, parameters: dict[str, object]) -> None:
+def kernel_log_path(output: Path) -> Path:
+    """Where the kernel process's own log lines go while ``output`` is executed."""
+    return output.parent / "kernel-logs" / f"{output.name.split('.')[0]}.log"
+
+
+def _kernel_manager_logging_to(log: Path) -> type[AsyncKernelManager]:
+    """A kernel manager whose kernel writes its process-level output to ``log``.
+
+    The kernel's own log lines ("Kernel is running over TCP without encryption",
+    "KeyboardInterrupt caught in kernel") would otherwise land between the runner's progress
+    lines; cell outputs and cell errors travel over the kernel protocol and are not affected."""
+
+    class _Manager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: object) -> None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("ab") as sink:
+                await super()._async_launch_kernel(kernel_cmd, **{**kw, "stdout": sink, "stderr": sink})
+
+    return _Manager
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Path) -> None:
     pm.execute_notebook(
         str(path),
         str(output),
@@ -74,6 +100,7 @@ def _execute(path: Path, output: Path, parameters: dict[str, object]) -> None:
         cwd=str(REPO_ROOT),
         progress_bar=False,
         log_output=False,
+        kernel_manager_class=_kernel_manager_logging_to(log),
     )
 
 
@@ -102,12 +129,15 @@ def run_profile(
         wanted = notebook_parameters(path)
         chosen = {k: v for k, v in params.items() if k in wanted}
         start = time.perf_counter()
+        log = kernel_log_path(out_dir / path.name)
+        log.unlink(missing_ok=True)
         try:
-            _execute(path, out_dir / path.name, chosen)
+            _execute(path, out_dir / path.name, chosen, log=log)
             runs.append(NotebookRun(path.stem, time.perf_counter() - start, "ok"))
         except PapermillExecutionError as err:
             failed = True
-            runs.append(NotebookRun(path.stem, time.perf_counter() - start, "failed", _failure_detail(err)))
+            runs.append(NotebookRun(path.stem, time.perf_counter() - start, "failed",
+                                    f"{_failure_detail(err)} (kernel log: {_shown(log)})"))
     return runs
 
 
@@ -146,7 +176,7 @@ def refresh_notebooks(notebooks: list[str] | None = None) -> list[NotebookRun]:
         start = time.perf_counter()
         tmp = temporary_name(path)
         try:
-            _execute(path, tmp, {})
+            _execute(path, tmp, {}, log=kernel_log_path(runs_dir("refresh") / path.name))
             nbformat.write(strip_run_metadata(nbformat.read(tmp, as_version=4)), tmp)
             os.replace(tmp, path)
         except PapermillExecutionError as err:

@@ -140,6 +140,20 @@ def test_run_profile_injects_values_and_names_the_failing_cell(tmp_path, monkeyp
     assert "FAILED: notebook 02_bad, cell In[4] `raise ValueError('boom')`" in err
 
 
+def test_kernel_log_lines_go_to_a_file_not_the_terminal(tmp_path, capfd):
+    """The kernel process's own warnings (TCP transport, KeyboardInterrupt) stay out of the
+    runner's output; a cell's error still reaches the caller."""
+    nbformat.write(_notebook("x = 1", params="profile = 'smoke'"), tmp_path / "01_ok.ipynb")
+    nbformat.write(_notebook("raise ValueError('boom')", params="profile = 'smoke'"), tmp_path / "02_bad.ipynb")
+    log = runner.kernel_log_path(tmp_path / "out" / "01_ok.ipynb")
+    runner._execute(tmp_path / "01_ok.ipynb", tmp_path / "01_out.ipynb", {}, log=log)
+    with pytest.raises(runner.PapermillExecutionError, match="boom"):
+        runner._execute(tmp_path / "02_bad.ipynb", tmp_path / "02_out.ipynb", {}, log=log)
+    shown = capfd.readouterr()
+    assert "without encryption" not in shown.out + shown.err
+    assert "[IPKernelApp]" in log.read_text()  # the kernel's log lines are kept, in the file
+
+
 def test_strip_run_metadata_keeps_counts_and_outputs():
     nb = _notebook("print(1)", params="a = 1")
     nb.metadata["papermill"] = {"duration": 1.0}

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import seaborn as sns
 
-from dartlib.reporting.figures import save_figure
+from dartlib.reporting.figures import PALETTE, save_figure
+
+# Figure 3's caption (and Figure 2's): NoAdapt blue, BNAdapt orange, BNAdapt+DART green.
+FIGURE3_STYLE = {"noadapt": ("NoAdapt", 0), "bnadapt": ("BNAdapt", 1), "bnadapt+dart": ("BNAdapt+DART", 2)}
 
 
 def show_figure4(deviation: pd.DataFrame, *, title: str, profile: str) -> None:
@@ -25,10 +29,13 @@ def show_figure4(deviation: pd.DataFrame, *, title: str, profile: str) -> None:
 
 
 def show_figure3(curve: pd.DataFrame, *, title: str, profile: str) -> None:
-    """Accuracy of each method against rho (log scale)."""
+    """Accuracy of each method against rho (log scale), in the paper's colours (Figure 3's
+    caption: BNAdapt orange, DART green; NoAdapt blue as in Figure 2)."""
+    colours = sns.color_palette(PALETTE)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for method, group in curve.groupby("method", sort=False):
-        ax.plot(group.rho, group.accuracy, marker="o", label=method)
+        label, colour = FIGURE3_STYLE.get(method, (method, 3 + len(ax.lines)))
+        ax.plot(group.rho, group.accuracy, marker="o", label=label, color=colours[colour % len(colours)])
     ax.set_xscale("log")
     ax.set_xlabel("imbalance ratio rho")
     ax.set_ylabel("accuracy (%)")

@@ -84,7 +84,8 @@ def confusion_heatmap(
         annot_kws={"fontsize": 7 if k > 6 else 9},
         cbar=False,
         square=square,
-        xticklabels=ticks,
+        # a K x 1 column (DART's b) has no class columns: K x-labels would stretch it to K cells
+        xticklabels=ticks if matrix.shape[1] == k else False,
         yticklabels=ticks,
     )
     ax.set_xlabel("predicted class")

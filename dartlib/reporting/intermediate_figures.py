@@ -41,8 +41,9 @@ def show_w_b(refiners: Mapping[float, object], streams: Mapping[tuple[str, float
              corruption: str, profile: str) -> None:
     """Appendix D: the W and b that g_phi trained with each alpha outputs for p_bar and d of the
     whole (pooled) LT stream of ``corruption`` at each rho."""
-    fig, axes = plt.subplots(len(refiners), 2 * len(rhos), figsize=(4.2 * len(rhos), 3.6 * len(refiners)),
-                             gridspec_kw={"width_ratios": [10, 1] * len(rhos)}, squeeze=False)
+    # b is a column of K values: a quarter of W's width keeps it readable beside the K x K matrix
+    fig, axes = plt.subplots(len(refiners), 2 * len(rhos), figsize=(4.8 * len(rhos), 3.6 * len(refiners)),
+                             gridspec_kw={"width_ratios": [10, 2.5] * len(rhos)}, squeeze=False)
     for r, (a, refiner) in enumerate(refiners.items()):
         for c, rho in enumerate(rhos):
             p_bar, d = batch_statistics(torch.cat(streams[(corruption, rho)][2]))
@@ -57,6 +58,8 @@ def show_w_b(refiners: Mapping[float, object], streams: Mapping[tuple[str, float
             for ax in axes[r, 2 * c:2 * c + 2]:
                 ax.set_xlabel("")
                 ax.set_ylabel("")
+    scale = plt.cm.ScalarMappable(norm=plt.Normalize(vmin=-1.5, vmax=1.5), cmap="vlag")
+    fig.colorbar(scale, ax=axes.ravel().tolist(), shrink=0.5, label="entry of W and b")
     save_figure(fig, profile=profile, name="dart_w_b_gaussian_noise")
     plt.show()
 

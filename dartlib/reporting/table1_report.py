@@ -89,7 +89,8 @@ def show_dart_gain(gain: pd.DataFrame, paper_gain: pd.DataFrame | None, *, corru
     ax.set_xticklabels(gain.index)
     ax.set_ylabel("DART gain (points)")
     ax.set_title(f"DART's gain per method on {corrupted_dataset}-LT ({profile} profile)")
-    ax.legend(ncol=4, fontsize=8)
+    # below the axes: inside, the legend covered a bar whatever its corner
+    ax.legend(ncol=4, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     save_figure(fig, profile=profile, name="table1_dart_gain")
     plt.show()
 

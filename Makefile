@@ -8,7 +8,7 @@ PROFILE ?= smoke
 FMNIST_DIR := /usr/share/datasets/fashion-mnist
 NBVAL_FLAGS := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: help setup os-packages reproduce test test-kernels lab clean-runs
+.PHONY: help setup os-packages reproduce test test-kernels lab book clean-runs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -22,14 +22,17 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory os-packages
 	@touch $@
 
-os-packages: ## install Debian's Fashion-MNIST (dataset-fashion-mnist) where this machine allows it
-	@if [ -d $(FMNIST_DIR) ]; then \
-	  echo "Fashion-MNIST present in $(FMNIST_DIR)"; \
+os-packages: ## install Debian's Fashion-MNIST (dataset-fashion-mnist) and chromium (browser tests) where this machine allows it
+	@missing=""; \
+	[ -d $(FMNIST_DIR) ] || missing="$$missing dataset-fashion-mnist"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	if [ -z "$$missing" ]; then \
+	  echo "Fashion-MNIST present in $(FMNIST_DIR); chromium present"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null) \
-	    || echo "warning: apt-get could not install dataset-fashion-mnist; torchvision will download Fashion-MNIST instead"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	    || echo "warning: apt-get could not install$$missing (Fashion-MNIST: torchvision downloads it; chromium: the browser tests skip)"; \
 	else \
-	  echo "note: run 'sudo apt-get install dataset-fashion-mnist' (Debian/Ubuntu) or let torchvision download Fashion-MNIST"; \
+	  echo "note: run 'sudo apt-get install$$missing' (Debian/Ubuntu); without them torchvision downloads Fashion-MNIST and the browser tests skip"; \
 	fi
 
 reproduce: setup ## run the whole notebook sequence with papermill (PROFILE=smoke by default)
@@ -47,8 +50,11 @@ test-kernels: setup ## every notebook again, recomputed under other math kernels
 	rm -rf results/smoke figures/smoke
 	$(OTHER_KERNELS) TQDM_DISABLE=1 $(PY) -m pytest notebooks $(NBVAL_FLAGS)
 
-lab: setup ## JupyterLab on the suite
-	$(VENV)/bin/jupyter lab --notebook-dir=.
+lab: setup ## JupyterLab on the suite (python -m dartlib lab --help: port, token, no browser)
+	$(PY) -m dartlib lab
+
+book: setup ## the results book of PROFILE (static HTML in build/book/<profile>/html/) from its executed notebooks
+	$(PY) -m dartlib book --profile $(PROFILE)
 
 clean-runs: ## remove executed notebook copies (runs/)
 	rm -rf runs

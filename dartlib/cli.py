@@ -39,13 +39,33 @@ def float_list(text: str) -> list[float]:
 def _cmd_run(args: argparse.Namespace) -> int:
     from dartlib.runner import format_summary, run_profile
 
-    runs = run_profile(profile=args.profile, notebooks=args.notebooks, keep_going=args.keep_going)
+    runs = run_profile(profile=args.profile, notebooks=args.notebooks, keep_going=args.keep_going,
+                       publish_runs=args.publish)
     print(format_summary(runs))
     failed = [r for r in runs if r.status == "failed"]
     for r in failed:
         print(f"FAILED: notebook {r.notebook}, {r.detail}", file=sys.stderr)
         print(f"        executed copy: runs/{args.profile}/{r.notebook}.ipynb", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _cmd_book(args: argparse.Namespace) -> int:
+    from dartlib.reporting.book import build_book
+
+    index = build_book(profile=args.profile, out=Path(args.out) if args.out else None)
+    pages = sorted(p for p in index.parent.rglob("*.html") if p.name not in ("genindex.html", "search.html"))
+    print(f"{args.profile} book: {len(pages)} pages; open {index}")
+    return 0
+
+
+def _cmd_lab(args: argparse.Namespace) -> int:
+    import os
+
+    from dartlib.runner import lab_command
+
+    command = lab_command(port=args.port, token=args.token, open_browser=not args.no_browser)
+    os.execv(command[0], command)
+    return 0  # not reached: the process becomes JupyterLab
 
 
 def _cmd_refresh(args: argparse.Namespace) -> int:
@@ -399,7 +419,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", default=DEFAULT_PROFILE, help="profile name (notebooks/profiles/*.yaml)")
     run.add_argument("notebooks", nargs="*", help="notebook numbers or names (default: all)")
     run.add_argument("--keep-going", action="store_true", help="run later notebooks after a failure")
+    run.add_argument("--publish", action="store_true",
+                     help="also keep each executed notebook in results/<profile>/notebooks/ (the results book's source)")
     run.set_defaults(func=_cmd_run)
+
+    book = sub.add_parser("book", help="build a profile's results book (static HTML) from its executed notebooks")
+    book.add_argument("--profile", default=DEFAULT_PROFILE, help="profile name (notebooks/profiles/*.yaml)")
+    book.add_argument("--out", help="output folder (default: build/book/<profile>/)")
+    book.set_defaults(func=_cmd_book)
+
+    lab = sub.add_parser("lab", help="JupyterLab on the suite (what `make lab` runs)")
+    lab.add_argument("--port", type=positive_int, help="port (default: JupyterLab's, 8888 or the next free one)")
+    lab.add_argument("--token", help="the access token (default: a random one, printed)")
+    lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    lab.set_defaults(func=_cmd_lab)
 
     refresh = sub.add_parser("refresh", help="re-execute committed notebooks in place (smoke values)")
     refresh.add_argument("notebooks", nargs="*", help="notebook numbers or names (default: all)")

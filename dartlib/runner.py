@@ -110,10 +110,36 @@ def _failure_detail(err: PapermillExecutionError) -> str:
     return f"cell In[{err.exec_count}] `{head[:60]}`: {err.ename}: {err.evalue}"
 
 
+def published_dir(profile: str) -> Path:
+    """``results/<profile>/notebooks/``: the executed notebooks kept with a profile's results
+    (the results book is built from them); the smoke profile's are the committed notebooks."""
+    if profile == "smoke":
+        raise ValueError("the smoke profile's executed notebooks are the committed ones (notebooks/): "
+                         "update them with `python -m dartlib refresh`, not `run --publish`")
+    return REPO_ROOT / "results" / profile / "notebooks"
+
+
+def publish(executed: Path, *, profile: str) -> Path:
+    """Copy an executed notebook, without run timings, to :func:`published_dir`."""
+    folder = published_dir(profile)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / executed.name
+    tmp = temporary_name(target)
+    try:
+        nbformat.write(strip_run_metadata(nbformat.read(executed, as_version=4)), tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
 def run_profile(
-    *, profile: str, notebooks: list[str] | None = None, keep_going: bool = False
+    *, profile: str, notebooks: list[str] | None = None, keep_going: bool = False, publish_runs: bool = False
 ) -> list[NotebookRun]:
-    """Execute the chosen notebooks in order with the profile's parameters."""
+    """Execute the chosen notebooks in order with the profile's parameters; with ``publish_runs``
+    each notebook that ran through is also copied to ``results/<profile>/notebooks/``."""
+    if publish_runs:
+        published_dir(profile)
     params = load_profile(profile)
     paths = resolve_notebooks(notebooks)
     out_dir = runs_dir(profile)
@@ -133,6 +159,8 @@ def run_profile(
         log.unlink(missing_ok=True)
         try:
             _execute(path, out_dir / path.name, chosen, log=log)
+            if publish_runs:
+                publish(out_dir / path.name, profile=profile)
             runs.append(NotebookRun(path.stem, time.perf_counter() - start, "ok"))
         except PapermillExecutionError as err:
             failed = True
@@ -186,3 +214,23 @@ def refresh_notebooks(notebooks: list[str] | None = None) -> list[NotebookRun]:
             tmp.unlink(missing_ok=True)
         runs.append(NotebookRun(path.stem, time.perf_counter() - start, "ok"))
     return runs
+
+
+def lab_command(*, notebook_dir: Path = REPO_ROOT, port: int | None = None, token: str | None = None,
+                open_browser: bool = True) -> list[str]:
+    """The JupyterLab command line of ``make lab`` (the venv's ``jupyter lab`` on the suite, on
+    the loopback address); the browser test starts the same one headless, on a free port, with
+    a token."""
+    import sys
+
+    command = [str(Path(sys.executable).with_name("jupyter")), "lab", f"--notebook-dir={notebook_dir}",
+               "--ServerApp.ip=127.0.0.1"]
+    if port is not None:
+        command += [f"--ServerApp.port={port}", "--ServerApp.port_retries=0"]
+    if token is not None:
+        command.append(f"--IdentityProvider.token={token}")
+    if not open_browser:
+        command.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")  # containers and CI run as root; JupyterLab refuses it otherwise
+    return command

@@ -1,0 +1,227 @@
+"""What a person sees, checked in a real browser (Debian's chromium driven by Playwright): the
+results book of the smoke and cpu profiles, and JupyterLab running notebook 01.
+
+Screenshots are kept in ``build/test-artifacts/``. Without chromium (``apt-get install
+chromium``; ``make setup`` installs it as root) or Playwright, these tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urldefrag, urljoin, urlparse
+
+import pytest
+
+from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT
+from dartlib.reporting.book import build_book
+from dartlib.runner import lab_command
+
+ARTEFACTS = REPO_ROOT / "build" / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+LAB_NOTEBOOK = "01_toy_gaussian.ipynb"
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (make setup)")
+if not Path(CHROMIUM).is_file():
+    pytest.skip("Debian's chromium is not installed: apt-get install chromium (make setup does it as root)",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        yield launched
+        launched.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module", params=["smoke"])
+def book(request, tmp_path_factory):
+    """A profile's book built afresh and served on a loopback port; yields (profile, base URL)."""
+    profile = request.param
+    index = build_book(profile=profile, out=tmp_path_factory.mktemp(f"book-{profile}"))
+    handler = functools.partial(_QuietHandler, directory=str(index.parent))
+    server = _QuietServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield profile, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        pass  # the browser closing a connection early (BrokenPipe) is not the book's fault
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _crawl(browser, base: str) -> dict[str, dict]:
+    """Every page reachable from index.html by internal links: its console errors, images that did
+    not decode, internal links and element ids."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    seen: dict[str, dict] = {}
+    queue = [urljoin(base, "index.html")]
+    while queue:
+        url = queue.pop(0)
+        if url in seen:
+            continue
+        errors.clear()
+        response = page.goto(url, wait_until="load")
+        images = page.eval_on_selector_all(
+            "img", "els => els.map(e => ({src: e.getAttribute('src'), ok: e.complete && e.naturalWidth > 0}))")
+        hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+        ids = page.eval_on_selector_all("[id]", "els => els.map(e => e.id)")
+        links = [urljoin(url, h) for h in hrefs if not urlparse(h).scheme or urljoin(url, h).startswith(base)]
+        seen[url] = {"status": response.status if response else None, "errors": list(errors),
+                     "broken_images": [i["src"] for i in images if not i["ok"]], "images": len(images),
+                     "links": links, "ids": set(ids)}
+        queue += [urldefrag(link)[0] for link in links if urldefrag(link)[0].endswith(".html")]
+    page.close()
+    return seen
+
+
+def test_book_pages_load_images_decode_and_links_resolve(browser, book):
+    profile, base = book
+    pages = _crawl(browser, base)
+    names = {urlparse(u).path.lstrip("/") for u in pages}
+    assert {"index.html", "gallery.html", "tables.html", "deviations.html", "notebooks.html"} <= names
+    assert len([n for n in names if n.startswith("notebooks/")]) >= (16 if profile == "smoke" else 1)
+    problems = []
+    for url, info in pages.items():
+        if info["status"] != 200:
+            problems.append(f"{url}: HTTP {info['status']}")
+        problems += [f"{url}: console error: {e}" for e in info["errors"]]
+        problems += [f"{url}: image does not decode: {src}" for src in info["broken_images"]]
+        for link in info["links"]:
+            target, fragment = urldefrag(link)
+            if target.endswith(".html") and target not in pages:
+                problems.append(f"{url}: link to a missing page {link}")
+            elif not target.endswith(".html") and urllib.request.urlopen(target, timeout=10).status != 200:
+                problems.append(f"{url}: link to a missing file {link}")
+            elif fragment and target in pages and fragment not in pages[target]["ids"]:
+                problems.append(f"{url}: link to a missing anchor {link}")
+    assert not problems, "\n".join(problems)
+    gallery = pages[urljoin(base, "gallery.html")]
+    assert gallery["images"] == len(list((REPO_ROOT / "figures" / profile).glob("*.png")))
+
+
+def test_book_screenshots_show_the_overview_gallery_and_a_notebook(browser, book):
+    profile, base = book
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(urljoin(base, "index.html"))
+    assert "The claims ledger" in page.inner_text("body")
+    statuses = page.eval_on_selector_all("table.claims tr[style]", "rows => rows.map(r => r.style.background)")
+    assert statuses and all(statuses), "the claims ledger rows are coloured by status"
+    for name in ("index", "gallery", "notebooks/06_table1_main"):
+        page.goto(urljoin(base, f"{name}.html"))
+        page.screenshot(path=str(ARTEFACTS / f"book-{profile}-{name.replace('/', '-')}.png"), full_page=False)
+    page.close()
+
+
+def _expected_lab_output() -> list[str]:
+    """The first line of each checked output (``# NBVAL_CHECK_OUTPUT``) that the committed notebook
+    01 stores: what JupyterLab must show after running it."""
+    nb = json.loads((NOTEBOOKS_DIR / LAB_NOTEBOOK).read_text())
+    lines = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and "".join(cell["source"]).startswith("# NBVAL_CHECK_OUTPUT"):
+            text = "".join("".join(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream")
+            lines.append(text.splitlines()[0])
+    return lines
+
+
+@pytest.fixture()
+def lab(tmp_path):
+    """JupyterLab as ``make lab`` starts it, headless on a free port with a token. Its settings
+    live in a temporary folder: no autosave (the committed notebook is never written) and every
+    cell rendered (no windowing), so the whole notebook is in the page."""
+    settings = tmp_path / "lab-settings"
+    for plugin, values in {"notebook-extension/tracker": {"windowingMode": "none"},
+                           "docmanager-extension/plugin": {"autosave": False},
+                           "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}}.items():
+        path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    log = (tmp_path / "lab.log").open("w")
+    server = subprocess.Popen(lab_command(port=port, token=token, open_browser=False), cwd=REPO_ROOT, env=env,
+                              stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            assert server.poll() is None, (tmp_path / "lab.log").read_text()
+            time.sleep(0.5)
+    else:
+        server.terminate()
+        pytest.fail(f"JupyterLab did not answer within 90 s: {(tmp_path / 'lab.log').read_text()[-2000:]}")
+    yield base, token
+    server.terminate()
+    server.wait(timeout=30)
+    log.close()
+
+
+def _menu(page, menu: str, item: str) -> None:
+    page.get_by_role("menuitem", name=menu, exact=True).click()
+    page.get_by_role("menuitem", name=item, exact=True).click()
+
+
+def test_jupyterlab_runs_notebook_01_and_shows_its_output(browser, lab):
+    """Open notebook 01, clear its stored outputs, run every cell in the kernel and find the first
+    line of each checked output the committed notebook stores."""
+    base, token = lab
+    expected = _expected_lab_output()
+    assert len(expected) >= 3
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/lab/tree/notebooks/{LAB_NOTEBOOK}?token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    select = page.get_by_role("button", name="Select", exact=True)
+    try:  # a first start may ask which kernel to use: the notebook's own, python3
+        select.click(timeout=10_000)
+    except sync_api.TimeoutError:
+        pass
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    _menu(page, "Edit", "Clear Outputs of All Cells")
+    cleared = "\n".join(page.locator(".jp-OutputArea").all_inner_texts())
+    assert not [line for line in expected if line in cleared], "the stored outputs were not cleared"
+    _menu(page, "Run", "Run All Cells")
+    last_prompt = page.locator(".jp-CodeCell .jp-InputPrompt").last
+    sync_api.expect(last_prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=180_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    shown = "\n".join(page.locator(".jp-OutputArea").all_inner_texts())
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    page.locator(".jp-OutputArea-output").filter(has_text=expected[0]).scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTEFACTS / "jupyterlab-notebook-01.png"), full_page=False)
+    page.close()
+    assert "Traceback" not in shown, "a cell of notebook 01 failed in JupyterLab"
+    missing = [line for line in expected if line not in shown]
+    assert not missing, f"JupyterLab does not show the stored output lines {missing}"

@@ -91,6 +91,7 @@ def _crawl(browser, base: str) -> dict[str, dict]:
             continue
         errors.clear()
         response = page.goto(url, wait_until="load")
+        page.wait_for_load_state("networkidle")  # MathJax typesets after the load event
         images = page.eval_on_selector_all(
             "img", "els => els.map(e => ({src: e.getAttribute('src'), ok: e.complete && e.naturalWidth > 0}))")
         hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")

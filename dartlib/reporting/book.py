@@ -21,6 +21,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import jupyter_server_mathjax
 import pandas as pd
 
 from dartlib.experiments.grid import read_results
@@ -275,7 +276,17 @@ project = {title!r}
 html_favicon = "favicon.png"
 extensions = ["myst_nb"]
 nb_execution_mode = "off"
-myst_enable_extensions = ["colon_fence"]
+myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath"]
+# MathJax 2 from jupyter-server-mathjax, copied into the site (the book needs no network); it ships
+# the STIX-Web fonts only
+html_static_path = ["_static"]
+mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
+mathjax2_config = {{"tex2jax": {{"inlineMath": [["\\\\(", "\\\\)"]], "processEscapes": True,
+                                "ignoreClass": "document", "processClass": "math|output_area"}},
+                    "HTML-CSS": {{"availableFonts": ["STIX-Web"], "preferredFont": "STIX-Web", "webFont": "STIX-Web",
+                                 "imageFont": None,
+                                 # its blank test font points at about:blank, which Chromium refuses with a console error
+                                 "styles": {{"@font-face": {{"font-family": "MathJax_Blank", "src": "local('MathJax_Blank')"}}}}}}}}
 html_theme = "alabaster"
 html_title = {title!r}
 html_theme_options = {{"page_width": "1200px", "sidebar_width": "230px"}}
@@ -306,6 +317,7 @@ def write_book_source(*, profile: str, out: Path) -> Path:
     for name, text in pages.items():
         (out / f"{name}.md").write_text(text)
     (out / "favicon.png").write_bytes(favicon_png())
+    shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", out / "_static" / "mathjax")
     (out / "conf.py").write_text(SPHINX_CONF.format(title=f"DART results ({profile} profile)"))
     return out
 

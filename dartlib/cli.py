@@ -266,7 +266,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from dartlib.paths import results_dir
     from dartlib.profiles import load_profile
     from dartlib.experiments.engine import evaluate_cell, prepare_context
-    from dartlib.experiments.table1 import profile_cells
+    from dartlib.experiments.table1 import profile_cells, profile_note_report_cells
 
     if args.shard:
         try:
@@ -278,6 +278,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     prepare, make_cells = {  # notebooks 06, 11 and 14
         "table1": (prepare_context, profile_cells),
+        "note_report": (prepare_context, profile_note_report_cells),
         "online_imbalance": (online.prepare_online_context, online.profile_cells),
         "backbone_study": (backbone_study.prepare_study_context, backbone_study.profile_cells),
     }[args.experiment]
@@ -498,8 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
     claims.set_defaults(func=_cmd_claims)
 
     grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
-    grid_.add_argument("experiment", choices=["table1", "online_imbalance", "backbone_study"],
-                       help="table1: notebook 06's grid; online_imbalance: notebook 11's; backbone_study: notebook 14's")
+    grid_.add_argument("experiment", choices=["table1", "note_report", "online_imbalance", "backbone_study"],
+                       help="table1: notebook 06's grid; note_report: its NOTE+DART cells with dart_use=report; "
+                            "online_imbalance: notebook 11's; backbone_study: notebook 14's")
     grid_.add_argument("--profile", default=DEFAULT_PROFILE)
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
     grid_.add_argument("--threads", type=positive_int, help="torch CPU threads for this process")

@@ -95,6 +95,21 @@ def show_dart_gain(gain: pd.DataFrame, paper_gain: pd.DataFrame | None, *, corru
     plt.show()
 
 
+def note_readings(results: pd.DataFrame, report_rows: pd.DataFrame) -> pd.DataFrame:
+    """NOTE, NOTE+DART as Table 1 computes it (the refined predictions decide what PBRS stores;
+    NOTE reports its own) and NOTE+DART with the reported predictions refined too, mean accuracy
+    over corruptions per rho; the paper's NOTE rows beside them on CIFAR-10-C (Appendix A)."""
+    rows = {"NOTE": results[(results.method == "note") & (results.refiner == "none")],
+            "NOTE+DART (memory; Table 1)": results[(results.method == "note") & (results.refiner == "dart")],
+            "NOTE+DART (report)": report_rows}
+    table = pd.DataFrame({name: frame.groupby("shift_param").accuracy.mean() for name, frame in rows.items()}).T
+    table.columns = [f"rho={c:g}" for c in table.columns]
+    if set(results.dataset) == {"cifar10c"}:
+        paper = paper_table1(["NOTE", "NOTE+DART"])
+        table.loc["paper NOTE"], table.loc["paper NOTE+DART"] = paper.loc["NOTE"], paper.loc["NOTE+DART"]
+    return table
+
+
 def print_rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, corrupted_dataset: str,
                          profile: str) -> None:
     """The rendered Table 1 (mean over corruptions per seed, mean ± std over seeds, the paper's

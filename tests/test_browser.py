@@ -52,7 +52,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module", params=["smoke"])
+@pytest.fixture(scope="module", params=["cpu", "smoke"])
 def book(request, tmp_path_factory):
     """A profile's book built afresh and served on a loopback port; yields (profile, base URL)."""
     profile = request.param

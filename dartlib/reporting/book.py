@@ -258,6 +258,12 @@ def notebooks_page(*, sources: BookSources, names: list[str]) -> str:
         return "\n".join(lines) + "\n"
     lines += [f"As they ran on the {sources.profile} profile (outputs included, nothing re-executed).", "",
               "```{toctree}", ":maxdepth: 1", "", *[f"notebooks/{n}" for n in names], "```", ""]
+    absent = [p.stem for p in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")) if p.stem not in names]
+    if absent:
+        numbers = " ".join(n[:2] for n in absent)
+        lines += [f"Not yet executed on this profile: {', '.join(f'`{n}`' for n in absent)}. Their results files and "
+                  "figures (tables and gallery) may be from an earlier run. To execute and keep them: "
+                  f"`python -m dartlib run --profile {sources.profile} --publish {numbers}`.", ""]
     return "\n".join(lines)
 
 

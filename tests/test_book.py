@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from dartlib.paths import REPO_ROOT
+from dartlib.profiles import load_profile
 from dartlib.registry import UnknownNameError
 from dartlib.reporting import book
 
@@ -47,7 +48,8 @@ def test_the_cpu_pages_state_the_profile_the_ledger_and_the_tables():
     assert "cpu" in overview and "CIFAR-10" in overview
     assert overview.count('<tr style="background:') == len(book.claims_ledger.evaluate(
         "cpu", corrupted_dataset="cifar10c"))
-    tables = book.tables_page(sources=sources)
+    tables = book.tables_page(sources=sources, settings=load_profile("cpu"))
+    assert "| SAR+DART | 71.6 (86.7; -15.1) |" in tables  # rendered from results/cpu/table1.csv
     for heading in ("## Table 1", "## Table 1 per corruption (Appendix, Tables 19 to 21)", "### rho = 100",
                     "## Cost (Appendix, additional cost)"):
         assert heading in tables

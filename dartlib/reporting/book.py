@@ -29,7 +29,7 @@ from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.reporting import claims as claims_ledger
 from dartlib.reporting.paper import load_table
-from dartlib.reporting.table1_report import per_corruption_table, row_order, with_row_labels
+from dartlib.reporting.table1_report import per_corruption_table, rendered_table, row_order, with_row_labels
 
 BOOK_DIR = REPO_ROOT / "build" / "book"
 DOCS_DIR = REPO_ROOT / "docs"
@@ -229,15 +229,29 @@ def _cost_table(results: Path) -> list[str]:
             "ResNet-26, CIFAR-10-C.", "", markdown_table(side[[k for k in keep if k in side]], digits=3), ""]
 
 
-def tables_page(*, sources: BookSources) -> str:
+def _table1(results: Path, settings: dict) -> str:
+    """Table 1 rendered from ``table1.csv`` itself, so the book never shows an older rendering."""
+    table1 = results / "table1.csv"
+    if not table1.is_file():
+        return "Table 1 has not been computed on this profile (notebook 06)."
+    frame = read_results(table1)
+    methods = [m for m in TABLE1_METHODS if m in set(frame.method)]
+    dataset = settings.get("corrupted_dataset", "")
+    title = (f"Table 1, {dataset}-LT ({settings.get('profile')} profile: {settings.get('source_arch')}, "
+             f"{frame.corruption.nunique()} corruption(s), seed(s) {', '.join(map(str, sorted(set(frame.seed))))}; "
+             "paper: ResNet-26, official CIFAR-10-C, 4 seeds)")
+    return rendered_table(frame, order=row_order(methods), title=title, corrupted_dataset=dataset)
+
+
+def tables_page(*, sources: BookSources, settings: dict) -> str:
     """Table 1 with its per-corruption tables, the cost table, then every rendered table of
     ``results/<profile>/tables/``."""
     folder = sources.results / "tables"
     rendered = {p.stem: p.read_text() for p in sorted(folder.glob("*.md"))} if folder.is_dir() else {}
+    rendered.pop("table1", None)
     lines = [f"# Tables ({sources.profile} profile)", "",
              "Ours beside the paper's where the paper has the cell: `ours (paper; ours - paper)`. Profile: "
-             f"{sources.profile}.", "", "## Table 1", ""]
-    lines += [rendered.pop("table1", "Table 1 has not been rendered on this profile (notebook 06)."), ""]
+             f"{sources.profile}.", "", "## Table 1", "", _table1(sources.results, settings), ""]
     per_corruption = _per_corruption_tables(sources.results)
     if per_corruption:
         lines += ["## Table 1 per corruption (Appendix, Tables 19 to 21)", "", *per_corruption]
@@ -318,7 +332,7 @@ def write_book_source(*, profile: str, out: Path) -> Path:
     for png in pngs:
         shutil.copy2(png, out / "figures" / png.name)
     pages = {"index": overview_page(sources=sources, settings=settings), "gallery": gallery,
-             "tables": tables_page(sources=sources), "deviations": deviations_page(sources=sources),
+             "tables": tables_page(sources=sources, settings=settings), "deviations": deviations_page(sources=sources),
              "notebooks": notebooks_page(sources=sources, names=names)}
     for name, text in pages.items():
         (out / f"{name}.md").write_text(text)

@@ -19,7 +19,7 @@ from dartlib.data.sources import HOW_TO_GET, expected_path
 from dartlib.paths import results_dir
 from dartlib.reporting.figures import save_figure
 from dartlib.reporting.paper import load_table
-from dartlib.reporting.tables import beside_paper, render, row_label
+from dartlib.reporting.tables import beside_paper, render, row_label, table_beside_paper
 
 
 def row_order(methods: Sequence[str]) -> list[str]:
@@ -110,15 +110,23 @@ def note_readings(results: pd.DataFrame, report_rows: pd.DataFrame) -> pd.DataFr
     return table
 
 
+def _paper_rows(corrupted_dataset: str) -> pd.DataFrame | None:
+    paper_rows = load_table("table1_main") if corrupted_dataset == "cifar10c" else None
+    return paper_rows[paper_rows.dataset == "cifar10c"] if paper_rows is not None else None
+
+
+def rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, corrupted_dataset: str) -> str:
+    """The rendered Table 1 in Markdown (mean over corruptions per seed, mean ± std over seeds,
+    the paper's value and our delta beside each cell on CIFAR-10-C); nothing written."""
+    table = table_beside_paper(results, _paper_rows(corrupted_dataset), row_order=list(order), paper_covers=CORRUPTIONS)
+    return render(table, title=title)
+
+
 def print_rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, corrupted_dataset: str,
                          profile: str) -> None:
-    """The rendered Table 1 (mean over corruptions per seed, mean ± std over seeds, the paper's
-    value and our delta beside each cell on CIFAR-10-C), also written to results/<profile>/tables/."""
-    paper_rows = load_table("table1_main") if corrupted_dataset == "cifar10c" else None
-    if paper_rows is not None:
-        paper_rows = paper_rows[paper_rows.dataset == "cifar10c"]
-    print(render(beside_paper(results, paper_rows, profile=profile, name="table1", title=title, row_order=list(order),
-                              paper_covers=CORRUPTIONS), title=title))
+    """:func:`rendered_table`, also written to results/<profile>/tables/."""
+    print(render(beside_paper(results, _paper_rows(corrupted_dataset), profile=profile, name="table1", title=title,
+                              row_order=list(order), paper_covers=CORRUPTIONS), title=title))
 
 
 def print_other_columns(names: Sequence[str] = ("cifar10.1", "pacs", "officehome")) -> None:

@@ -145,11 +145,10 @@ def write_tables(table: pd.DataFrame, *, profile: str, name: str, title: str = "
     return paths
 
 
-def beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, profile: str, name: str, title: str,
-                 columns: str = "shift_param", row_order: list[str] | None = None,
-                 paper_covers: Collection[str] | None = None) -> pd.DataFrame:
-    """A notebook's table: ``results`` (one row per cell) averaged per seed over the other axes
-    (corruptions), beside ``paper`` (:func:`compare`), written by :func:`write_tables`.
+def table_beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, columns: str = "shift_param",
+                       row_order: list[str] | None = None, paper_covers: Collection[str] | None = None) -> pd.DataFrame:
+    """``results`` (one row per cell) averaged per seed over the other axes (corruptions), beside
+    ``paper`` (:func:`compare`).
 
     ``paper_covers``: the corruptions the paper's values average over (its tables print the mean
     over all 15 of CIFAR-10-C). A cell of ours that averages over a different set is shown beside
@@ -161,6 +160,14 @@ def beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, profile: 
         for key in _covering_other_sets(results, columns=columns, covers=paper_covers):
             if key in table.index:
                 table.loc[key, "delta"] = np.nan
+    return table
+
+
+def beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, profile: str, name: str, title: str,
+                 columns: str = "shift_param", row_order: list[str] | None = None,
+                 paper_covers: Collection[str] | None = None) -> pd.DataFrame:
+    """A notebook's table (:func:`table_beside_paper`), also written by :func:`write_tables`."""
+    table = table_beside_paper(results, paper, columns=columns, row_order=row_order, paper_covers=paper_covers)
     write_tables(table, profile=profile, name=name, title=title)
     return table
 

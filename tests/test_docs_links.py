@@ -202,8 +202,7 @@ def test_the_checker_finds_broken_links(tmp_path):
 
 def test_png_checker_rejects_a_broken_png(tmp_path):
     good = REPO / "figures" / "cpu" / "fig3_accuracy_vs_rho.png"
-    if not good.is_file():
-        pytest.skip(f"{good} is absent")
+    assert good.is_file(), f"{good} is committed: git checkout -- {good.relative_to(REPO)}"
     data = good.read_bytes()
     assert png_problems(good) == []
     (tmp_path / "cut.png").write_bytes(data[: len(data) // 2])

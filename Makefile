@@ -17,6 +17,14 @@ help: ## list the targets
 setup: $(STAMP) ## create .venv/ with the suite installed, plus the OS-level data packages
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@# torch's CUDA build alone is several GiB: say so up front rather than fail mid-install
+	@if ! $(PY) -c "import torch" 2>/dev/null; then \
+	  avail=$$(df -Pk . | awk 'NR==2 {print $$4}'); \
+	  if [ "$$avail" -lt 8388608 ]; then \
+	    echo "setup: $$((avail / 1048576)) GiB free in $$(pwd); installing torch into $(VENV)/ needs about 8 GiB: free some space (df -h .), then rerun 'make setup'" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
 	$(PY) -m pip install --quiet --disable-pip-version-check -e . 2>&1 | grep -v "is ignored" || true
 	@$(PY) -c "import dartlib, torch, papermill, nbval" || { echo "setup: installing the suite failed" >&2; exit 1; }
 	@$(MAKE) --no-print-directory os-packages

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -43,3 +46,17 @@ def test_resnet26_forward_macs_match_the_papers_figure():
     with counter, torch.no_grad():
         resnet26(10).eval()(torch.zeros(1, 3, 32, 32))
     assert counter.get_total_flops() / 2 / 1e9 == pytest.approx(0.86, abs=0.01)  # the paper's cost table
+
+
+def test_cost_rows_label_ours_and_join_the_papers_row_of_the_same_method():
+    from dartlib.reporting.cost_tables import cost_rows
+
+    ours = pd.read_csv(Path(__file__).parent / "golden" / "smoke" / "costs.csv")
+    side = cost_rows(ours).set_index("row")
+    assert list(side.index[:2]) == ["NoAdapt", "BNAdapt"] and "BNAdapt+DART" in side.index
+    assert len(side) == len(ours)
+    # the paper's rows joined by method: ResNet-26 is 17.4 M parameters, g_phi adds 0.2 M, TENT+DART holds two copies
+    assert side.params_m_paper.tolist() == [17.4, 17.4, 17.6, 17.4, 35.0]
+    assert side.loc["BNAdapt", "wall_clock_vs_bnadapt_paper"] == pytest.approx(1.0)
+    assert side.loc["BNAdapt+DART", "wall_clock_s"] == pytest.approx(
+        ours.set_index(["method", "refiner"]).loc[("bnadapt", "dart"), "wall_clock_s"])

@@ -167,3 +167,17 @@ def test_results_come_back_in_the_requested_order_however_they_were_computed(tmp
     assert read_results(path).shift_param.tolist() == [20.0, 5000.0, 1.0, 5.0]  # stored as computed
     assert done.shift_param.tolist() == [1.0, 5.0, 20.0, 5000.0]
     assert done.accuracy.tolist() == [0.01, 0.05, 0.2, 50.0]
+
+
+def test_a_row_without_shift_param_leaves_the_other_rows_written_as_they_were(tmp_path):
+    path = tmp_path / "exp.csv"
+    unshifted = [Cell("fmnistc", "none", None, "fog", 5, "noadapt")]
+    run_grid(_grid()[:2] + unshifted, lambda c: {"n": 10, "accuracy": 12.5}, path=path, experiment="exp",
+             progress=False)
+    before = path.read_text().splitlines()
+    # the unshifted cell recomputed (its inputs changed): its row is replaced, the file rewritten
+    run_grid(unshifted, lambda c: {"n": 10, "accuracy": 40.0}, path=path, experiment="exp", progress=False,
+             inputs=lambda c: "new")
+    after = path.read_text().splitlines()
+    assert after[:3] == before[:3]  # rho 1 stays "1", not "1.0": a rewrite does not reformat other rows
+    assert after[3].split(",")[3] == "" and len(after) == 4

@@ -154,6 +154,9 @@ def _append_rows(rows: list[dict], path: Path) -> None:
         done = read_results(path)
         done = done[~done["key"].astype(str).isin({str(r["key"]) for r in rows})]
         new = pd.DataFrame(rows)[SCHEMA]
+        # a cell without shift_param gives an object column of None: concatenated, it would turn the
+        # file's numeric column to objects and rewrite every other row's 1 as 1.0
+        new[NUMERIC] = new[NUMERIC].apply(pd.to_numeric)
         done = pd.concat([done, new], ignore_index=True) if len(done) else new
         _write_atomic(done, path)
 

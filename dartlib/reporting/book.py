@@ -28,6 +28,7 @@ from dartlib.experiments.grid import read_results
 from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.reporting import claims as claims_ledger
+from dartlib.reporting.cost_tables import cost_rows
 from dartlib.reporting.paper import load_table
 from dartlib.reporting.table1_report import per_corruption_table, rendered_table, row_order, with_row_labels
 
@@ -218,9 +219,7 @@ def _cost_table(results: Path) -> list[str]:
     if not costs.is_file():
         return []
     ours = pd.read_csv(costs)
-    paper = load_table("app_cost")[["method", "refiner", "params_m", "flops_g", "wall_clock_s"]]
-    side = ours.merge(paper, on=["method", "refiner"], how="left", suffixes=("", "_paper"))
-    side.index = [m + ("+DART" if r == "dart" else "") for m, r in zip(side.method, side.refiner)]
+    side = cost_rows(ours).set_index("row")
     side.index.name = "method"
     keep = ["params_m", "trainable_params_m", "gmac_forward_per_image", "wall_clock_s", "wall_clock_vs_bnadapt",
             "params_m_paper", "flops_g", "wall_clock_s_paper"]

@@ -327,3 +327,45 @@ def test_saturate_scales_the_hsv_saturation(images) -> None:
     assert spread(grey) < 0.15 * spread(images) + 1
     assert spread(vivid) > 1.5 * spread(images)
     assert np.array_equal(grey.max(-1), images.max(-1)) or np.abs(grey.max(-1).astype(int) - images.max(-1)).max() <= 1
+
+
+_SAME_ON_ANOTHER_CPU = """
+import hashlib, sys
+import numpy as np
+from dartlib.data.corruptions import CORRUPTIONS, corrupt
+from tests.test_corruptions import synthetic_images
+images = synthetic_images(n=256)
+for name in CORRUPTIONS:
+    print(name, hashlib.sha256(corrupt(images, corruption=name, severity=5, seed=3).tobytes()).hexdigest())
+"""
+
+
+def _dispatched_features() -> list[str]:
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    return [name for name in __cpu_dispatch__ if __cpu_features__.get(name)]
+
+
+def test_every_corruption_is_bit_identical_on_a_cpu_without_the_wide_kernels() -> None:
+    """What another CPU type would compute: OpenBLAS's generic x86 kernel (``OPENBLAS_CORETYPE``)
+    and NumPy without its AVX2 / AVX-512 loops (``NPY_DISABLE_CPU_FEATURES``), in a subprocess."""
+    import os
+    import platform
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the generic-kernel settings below are x86 ones")
+    root = Path(__file__).resolve().parents[1]
+
+    def digests(env: dict[str, str]) -> str:
+        out = subprocess.run([sys.executable, "-c", _SAME_ON_ANOTHER_CPU], cwd=root, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(root), **env}, check=True)
+        return out.stdout
+
+    native = digests({})
+    generic = digests({"OPENBLAS_CORETYPE": "Prescott", "NPY_DISABLE_CPU_FEATURES": " ".join(_dispatched_features())})
+    assert len(native.splitlines()) == len(CORRUPTIONS)
+    differ = [a.split()[0] for a, b in zip(native.splitlines(), generic.splitlines()) if a != b]
+    assert not differ, f"generated differently on a CPU without the wide kernels: {differ}"

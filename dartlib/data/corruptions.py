@@ -7,7 +7,9 @@ Re-implements the 15 corruptions of the official CIFAR generator of Hendrycks & 
 
 Randomness: one ``np.random.Generator`` per call, built from ``[seed, index of the
 corruption in CORRUPTIONS, severity]`` and passed explicitly; no global RNG state is used,
-so a call is bit-identical from run to run on CPU.
+so a call is bit-identical from run to run on CPU. No step goes through BLAS (whose kernel, and
+so its rounding, depends on the CPU type), so the same call is also bit-identical across CPUs
+(``tests/test_corruptions.py`` compares OpenBLAS's generic kernel with the native one).
 
 Recorded deviations from the official generator (numbers unchanged; see the spec):
 
@@ -416,7 +418,10 @@ def _snow(images: np.ndarray, severity: int, rng: np.random.Generator) -> np.nda
     layer_u8 = (np.clip(layer, 0, 1) * 255).astype(np.uint8)  # the official layer is an 8-bit PNG
     angles = rng.uniform(-135, -45, size=n)
     flakes = _motion_blur_u8(layer_u8[..., None], radius, sigma, angles) / 255.0
-    gray = (x @ np.array([0.299, 0.587, 0.114], dtype=np.float32))[..., None]
+    # elementwise, not x @ weights: BLAS picks its dot-product kernel by CPU type and the rounding
+    # follows it, so the same seed gave other snow images on another CPU
+    r, g, b = (np.float32(w) for w in (0.299, 0.587, 0.114))
+    gray = (x[..., 0] * r + x[..., 1] * g + x[..., 2] * b)[..., None]
     x = mix * x + (1 - mix) * np.maximum(x, gray * 1.5 + 0.5)
     return _to_uint8(x + flakes + flakes[:, ::-1, ::-1])
 

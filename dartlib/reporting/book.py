@@ -300,8 +300,10 @@ myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath"]
 # the STIX-Web fonts only
 html_static_path = ["_static"]
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
-mathjax2_config = {{"tex2jax": {{"inlineMath": [["\\\\(", "\\\\)"]], "processEscapes": True,
-                                "ignoreClass": "document", "processClass": "math|output_area"}},
+# messageStyle none: no "Processing math" box over the page's corner while it typesets
+mathjax2_config = {{"messageStyle": "none",
+                    "tex2jax": {{"inlineMath": [["\\\\(", "\\\\)"]], "processEscapes": True,
+                                 "ignoreClass": "document", "processClass": "math|output_area"}},
                     "HTML-CSS": {{"availableFonts": ["STIX-Web"], "preferredFont": "STIX-Web", "webFont": "STIX-Web",
                                  "imageFont": None,
                                  # its blank test font points at about:blank, which Chromium refuses with a console error

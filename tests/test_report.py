@@ -116,3 +116,24 @@ def test_a_single_seed_cell_shows_its_value_without_a_spread():
     assert "| BNAdapt | **84.8** (85.2; -0.4) | 69.8 (63.0; +6.8) |" in text
     assert "±" not in text.split("\n\n")[0]
     assert "± 0.2" in report.render(report.compare(ours, paper), fmt="markdown")
+
+
+def test_more_settings_figure_labels_the_methods_as_the_tables_do(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dartlib.experiments.grid import read_results
+    from dartlib.experiments.settings import Settings
+    from dartlib.reporting import figures
+    from dartlib.reporting.more_settings_figures import plot_more_settings
+
+    monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
+    rows = read_results(Path(__file__).parent / "golden" / "smoke" / "more_settings.csv")
+    settings = Settings("smoke", {"corrupted_dataset": "fmnistc"})
+    fig = plot_more_settings(imb=rows[rows.experiment == "app_cifar10c_imb"],
+                             mixed=rows[rows.experiment == "app_mixed"], settings=settings)
+    bars = [t.get_text() for t in fig.axes[1].get_xticklabels()]
+    assert bars == ["NoAdapt", "BNAdapt", "BNAdapt+DART", "ROID", "ROID+DART"]  # the grid's order, not A-Z
+    curves = fig.axes[0].get_legend().get_texts()
+    assert [t.get_text().split(" (")[0] for t in curves] == ["BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"]
+    assert (tmp_path / "more_settings.png").is_file()

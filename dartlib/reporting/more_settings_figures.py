@@ -8,10 +8,11 @@ import pandas as pd
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.figures import save_figure
 from dartlib.reporting.more_settings_tables import mixed_layout
+from dartlib.reporting.tables import row_label
 
 
 def _with_row(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.assign(row=[m + ("+DART" if r == "dart" else "") for m, r in zip(frame.method, frame.refiner)])
+    return frame.assign(row=[row_label(m, r) for m, r in zip(frame.method, frame.refiner)])
 
 
 def _with_corruption_count(frame: pd.DataFrame) -> pd.DataFrame:
@@ -31,7 +32,9 @@ def plot_more_settings(*, imb: pd.DataFrame, mixed: pd.DataFrame, settings: Sett
     axes[0].set_ylabel("accuracy (%), mean over corruptions")
     axes[0].set_title("CIFAR-10C-imb protocol")
     axes[0].legend(title="method (corruptions averaged)", fontsize=8, title_fontsize=8)
-    _with_row(mixed_layout(mixed)).pivot_table(index="row", columns="column", values="accuracy").plot.bar(ax=axes[1])
+    bars = _with_row(mixed_layout(mixed))
+    bars = bars.pivot_table(index="row", columns="column", values="accuracy").reindex(bars.row.unique())
+    bars.plot.bar(ax=axes[1])
     axes[1].set_xlabel("method")
     axes[1].set_ylabel("accuracy (%)")
     axes[1].set_title("mixed domains")

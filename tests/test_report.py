@@ -137,3 +137,25 @@ def test_more_settings_figure_labels_the_methods_as_the_tables_do(tmp_path, monk
     curves = fig.axes[0].get_legend().get_texts()
     assert [t.get_text().split(" (")[0] for t in curves] == ["BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"]
     assert (tmp_path / "more_settings.png").is_file()
+
+
+def test_sensitivity_figure_labels_the_methods_as_the_tables_do(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dartlib.experiments.settings import Settings
+    from dartlib.reporting import figures
+    from dartlib.reporting.sensitivity_figures import plot_sensitivity
+
+    monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
+    alpha_frame = pd.DataFrame({"method": "bnadapt", "shift_param": 1.0, "accuracy": [80.0, 81.0, 82.0],
+                                "refiner": ["none", "DART (alpha=0)", "DART (alpha=1)"]})
+    methods = [("noadapt", "none"), ("bnadapt", "none"), ("bnadapt", "dart"), ("tent", "none"), ("tent", "dart")]
+    batch_frame = pd.DataFrame([{"method": m, "refiner": r, "column": b, "accuracy": 70.0 + i + b / 100}
+                                for b in (16, 64) for i, (m, r) in enumerate(methods)])
+    fig = plot_sensitivity(alpha_frame=alpha_frame, batch_frame=batch_frame,
+                           settings=Settings("smoke", {"alpha_values": [0, 1]}))
+    curves = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert curves == ["NoAdapt", "BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"]
+    assert [line.get_ydata()[0] for line in fig.axes[1].get_lines()] == [70.16, 71.16, 72.16, 73.16, 74.16]
+    assert (tmp_path / "sensitivity.png").is_file()

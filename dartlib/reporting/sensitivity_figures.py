@@ -7,6 +7,7 @@ import pandas as pd
 
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.figures import save_figure
+from dartlib.reporting.tables import row_label
 
 
 def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, settings: Settings) -> plt.Figure:
@@ -24,9 +25,10 @@ def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, se
     axes[0].set_xlabel("alpha (dotted: BNAdapt)")
     axes[0].set_ylabel("BNAdapt+DART accuracy (%)")
     axes[0].legend()
-    by_batch = batch_frame.assign(row=[m + ("+DART" if r == "dart" else "")
-                                       for m, r in zip(batch_frame.method, batch_frame.refiner)])
-    by_batch.pivot_table(index="column", columns="row", values="accuracy").plot(ax=axes[1], marker="o", logx=True)
+    by_batch = batch_frame.assign(row=[row_label(m, r) for m, r in zip(batch_frame.method, batch_frame.refiner)])
+    curves = by_batch.pivot_table(index="column", columns="row", values="accuracy")
+    curves[list(dict.fromkeys(by_batch.row))].plot(ax=axes[1], marker="o", logx=True)  # the grid's order, not A-Z
+    axes[1].legend(title=None)
     axes[1].set_xlabel("test batch size")
     axes[1].set_ylabel("accuracy (%), balanced stream")
     fig.suptitle(f"sensitivity ({settings.profile} profile)")

@@ -338,8 +338,8 @@ def test_load_or_train_refiners_trains_what_is_missing_once_per_batch_stream(tin
     base = dart.DartConfig(epochs=1, batch_size=32, hidden=16, n_dir=5, per_class=100)
     saved, _ = load_or_train_refiner(ckpt, model, ds, base, progress=False)
     passes = []
-    real = intermediate.train_refiners
-    monkeypatch.setattr(intermediate, "train_refiners",
+    real = intermediate._train_pass
+    monkeypatch.setattr(intermediate, "_train_pass",
                         lambda m, d, configs, **kw: passes.append(len(configs)) or real(m, d, configs, **kw))
     split = replace(base, variant="dart-split")
     configs = [base, replace(base, alpha=1.0), split, replace(split, alpha=5.0), replace(base, sampling="unif-lt")]
@@ -365,3 +365,48 @@ def test_shared_pass_benchmark_times_both_ways(tiny_setup):
     table = shared_pass_speedup(model, ds, configs=[base, replace(base, alpha=1.0)], n_steps=2, repeats=1)
     assert list(table.measure) == ["2 refiners one after the other", "2 refiners in one pass"]
     assert (table.seconds > 0).all() and table.attrs["speedup"] == table.seconds[0] / table.seconds[1]
+
+
+def test_an_interrupted_refiner_pass_resumes_from_its_last_epoch_bit_identically(tiny_setup, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from dartlib.dart import intermediate
+
+    model, ds = tiny_setup
+    ckpt = tmp_path / "source.pt"
+    ckpt.write_bytes(b"")
+    base = dart.DartConfig(epochs=3, batch_size=32, hidden=16, n_dir=5, per_class=100)
+    configs = [base, replace(base, variant="dart-split"), replace(base, outputs="additive", epochs=2)]
+    uninterrupted = intermediate.train_refiners(model, ds, configs, progress=False)
+    steps, real_update = [], intermediate._Learner.update
+
+    def update_until_step_20(self, epoch, batch):  # 12 steps per epoch: dies in the second epoch
+        steps.append(epoch)
+        if len(steps) > 20 * len(configs):
+            raise KeyboardInterrupt
+        real_update(self, epoch, batch)
+
+    monkeypatch.setattr(intermediate._Learner, "update", update_until_step_20)
+    with pytest.raises(KeyboardInterrupt):
+        intermediate.load_or_train_refiners(ckpt, model, ds, configs, progress=False)
+    partial = intermediate.pass_path(ckpt, [refiner_path(ckpt, c) for c in configs])
+    saved = torch.load(partial, weights_only=False)
+    assert saved["epochs_done"] == 1 and [s["step"] for s in saved["learners"]] == [12, 12, 12]
+    assert not any(refiner_path(ckpt, c).is_file() for c in configs)
+
+    monkeypatch.setattr(intermediate._Learner, "update", real_update)
+    steps.clear()
+    resumed = intermediate.load_or_train_refiners(ckpt, model, ds, configs, progress=False)
+    for (a, a_log), (b, b_log) in zip(uninterrupted, resumed):
+        assert a_log == b_log
+        sa, sb = _state(a), _state(b)
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not partial.exists()  # removed once the refiners are saved
+
+    # a state saved by another pass (here: another source model) is not resumed
+    other = [replace(base, alpha=2.0)]
+    other_partial = intermediate.pass_path(ckpt, [refiner_path(ckpt, c) for c in other])
+    torch.save({**saved, "identity": {**saved["identity"], "model_digest": "another model"}}, other_partial)
+    fresh = intermediate.load_or_train_refiners(ckpt, model, ds, other, progress=False)
+    alone, alone_log = train_refiner(model, ds, other[0], progress=False)
+    assert fresh[0][1] == alone_log and len(alone_log) == 36

@@ -159,7 +159,7 @@ class _Learner:
 
 def train_refiners(
     model: nn.Module, train: Dataset, configs: list[DartConfig], *, device: str = "cpu", progress: bool = True,
-    max_steps: int | None = None,
+    max_steps: int | None = None, resume: Path | None = None,
 ) -> list[tuple[Refiner, list[dict]]]:
     """Train several refiners in one pass over their shared intermediate batches.
 
@@ -168,9 +168,25 @@ def train_refiners(
     cosine schedule). The frozen classifier's forward passes, the cost of intermediate training,
     are paid once for all of them. Each refiner is bit-identical to the one :func:`train_refiner`
     trains alone (same thread count). Returns (refiner, per-step log) per config, in order.
+
+    ``resume``: a file where the pass's state is saved after every epoch; an interrupted pass
+    started again with the same file continues from its last finished epoch, bit-identically (an
+    epoch's batches depend on the seed and the epoch alone), so at most the epoch in progress is
+    lost. A file saved by another pass (other configs, data or source model) is ignored and
+    overwritten. The caller deletes it once the refiners are saved (:func:`load_or_train_refiners`).
     """
+    return _train_pass(model, train, configs, device=device, progress=progress, max_steps=max_steps, resume=resume)[0]
+
+
+def _train_pass(
+    model: nn.Module, train: Dataset, configs: list[DartConfig], *, device: str, progress: bool,
+    max_steps: int | None, resume: Path | None,
+) -> tuple[list[tuple[Refiner, list[dict]]], float]:
+    """:func:`train_refiners`, and the pass's training seconds (those of earlier, interrupted
+    attempts included when it resumes)."""
     if not configs:
-        return []
+        return [], 0.0
+    start = time.perf_counter()
     signatures = {stream_signature(c) for c in configs}
     if len(signatures) > 1:
         raise ValueError(f"refiners trained in one pass must share {', '.join(STREAM_FIELDS)}; got {sorted(signatures, key=str)}")
@@ -188,9 +204,11 @@ def train_refiners(
         total = config.epochs * steps if max_steps is None else min(max_steps, config.epochs * steps)
         learners.append(_Learner(config, num_classes=train.num_classes, feature_dim=feature_dim, head=head, total=total,
                                  device=device))
+    identity = _pass_identity(model, train, configs, max_steps=max_steps)
+    first_epoch, earlier_seconds = _restore_pass(resume, identity, learners, device=device) if resume else (0, 0.0)
     names = ", ".join(sorted({c.variant for c in configs}))
-    bar = tqdm(total=max(l.total for l in learners), desc=f"intermediate training ({names}, {len(configs)} at once)",
-               disable=not progress)
+    bar = tqdm(total=max(l.total for l in learners), initial=max(l.step for l in learners),
+               desc=f"intermediate training ({names}, {len(configs)} at once)", disable=not progress)
 
     def logits_of(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         with torch.no_grad():
@@ -201,7 +219,7 @@ def train_refiners(
             return frozen.head(feats), y, feats
 
     detectors = [l.detector for l in learners if l.split]
-    for epoch in range(max(c.epochs for c in configs)):
+    for epoch in range(first_epoch, max(c.epochs for c in configs)):
         if all(l.done for l in learners):
             break
         imbalanced = _imbalanced_batches(labels, first, epoch, steps)
@@ -225,8 +243,47 @@ def train_refiners(
             bar.update(1)
             if active[0].step % 50 == 0:
                 bar.set_postfix(loss_imb=f"{active[0].log[-1]['loss_imb']:.3f}")
+        if resume is not None:
+            _save_pass(resume, identity, learners, epochs_done=epoch + 1,
+                       seconds=earlier_seconds + time.perf_counter() - start)
     bar.close()
-    return [(l.refiner(), l.log) for l in learners]
+    return [(l.refiner(), l.log) for l in learners], earlier_seconds + time.perf_counter() - start
+
+
+def _pass_identity(model: nn.Module, train: Dataset, configs: list[DartConfig], *, max_steps: int | None) -> dict:
+    """What decides a pass's result: its configs and step limit, the training data, the source model."""
+    weights = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        weights.update(name.encode())
+        weights.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return {"configs": [config_dict(c) for c in configs], "max_steps": max_steps, "train_digest": train.digest(),
+            "model_digest": weights.hexdigest()}
+
+
+def _save_pass(path: Path, identity: dict, learners: list[_Learner], *, epochs_done: int, seconds: float) -> None:
+    """Every learner's modules, optimiser state, step and log after ``epochs_done`` epochs."""
+    state = [{"module": l.module.state_dict(), "detector": l.detector.state_dict() if l.detector else None,
+              "optimizer": l.opt.state_dict(), "step": l.step, "log": l.log} for l in learners]
+    save_weights({"identity": identity, "epochs_done": epochs_done, "seconds": seconds, "learners": state,
+                  "torch_rng": torch.get_rng_state()}, path=path)
+
+
+def _restore_pass(path: Path, identity: dict, learners: list[_Learner], *, device: str) -> tuple[int, float]:
+    """Load a pass saved by :func:`_save_pass` into ``learners``; returns (first epoch to run,
+    seconds spent so far), or (0, 0.0) where there is no file or it belongs to another pass."""
+    if not path.is_file():
+        return 0, 0.0
+    blob = load_weights(path, map_location=device, required=("identity", "epochs_done", "seconds", "learners"))
+    if blob["identity"] != identity:
+        return 0, 0.0
+    for learner, state in zip(learners, blob["learners"]):
+        learner.module.load_state_dict(state["module"])
+        if learner.detector is not None:
+            learner.detector.load_state_dict(state["detector"])
+        learner.opt.load_state_dict(state["optimizer"])
+        learner.step, learner.log = state["step"], state["log"]
+    torch.set_rng_state(blob["torch_rng"])
+    return blob["epochs_done"], blob["seconds"]
 
 
 def train_refiner(
@@ -252,6 +309,14 @@ def refiner_path(checkpoint: Path, config: DartConfig, *, tag: str = "") -> Path
     return checkpoint.with_name(f"{checkpoint.stem}.{config.variant}{'-' + tag if tag else ''}-{key}.pt")
 
 
+def pass_path(checkpoint: Path, refiners: list[Path]) -> Path:
+    """Where a pass training the refiners saved at ``refiners`` keeps its state between epochs:
+    ``<checkpoint stem>.pass-<hash of their names>.partial.pt``, beside them (never committed:
+    :func:`dartlib.models.artefacts.committed_files` skips ``*.partial.pt``)."""
+    key = hashlib.sha256("\n".join(sorted(p.name for p in refiners)).encode()).hexdigest()[:12]
+    return checkpoint.with_name(f"{checkpoint.stem}.pass-{key}.partial.pt")
+
+
 def load_or_train_refiner(
     checkpoint: Path, model: nn.Module, train: Dataset, config: DartConfig, *, device: str | None = None,
     progress: bool = True, tag: str = "",
@@ -268,7 +333,9 @@ def load_or_train_refiners(
 ) -> list[tuple[Refiner, list[dict]]]:
     """:func:`load_or_train_refiner` for several configs: those not saved yet are trained in one
     pass per set of shared intermediate batches (:func:`train_refiners`), which gives each the
-    refiner it would get alone at a fraction of the cost. Returns (refiner, log) per config."""
+    refiner it would get alone at a fraction of the cost; a pass saves its state after every epoch
+    (:func:`pass_path`) and, interrupted, resumes from there when called again. Returns (refiner,
+    log) per config."""
     device = device or default_device()
     paths = [refiner_path(checkpoint, config, tag=tag) for config in configs]
     missing: dict[tuple, dict[Path, DartConfig]] = {}
@@ -277,13 +344,14 @@ def load_or_train_refiners(
             missing.setdefault(stream_signature(config), {})[path] = config
     fresh: dict[Path, tuple[Refiner, list[dict]]] = {}
     for group in missing.values():
-        start = time.perf_counter()
-        trained = train_refiners(model, train, list(group.values()), device=device, progress=progress)
-        seconds = time.perf_counter() - start
+        in_progress = pass_path(checkpoint, list(group))
+        trained, seconds = _train_pass(model, train, list(group.values()), device=device, progress=progress,
+                                       max_steps=None, resume=in_progress)
         for path, (refiner, log) in zip(group, trained):
             _save(path, refiner, log, checkpoint=checkpoint, train=train, device=device,
                   timing={"seconds": seconds, "trained_with": len(group)})
             fresh[path] = (refiner, log)
+        in_progress.unlink(missing_ok=True)
     return [fresh[path] if path in fresh else _load(path) for path in paths]
 
 

@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory os-packages
 	@touch $@
 
-os-packages: ## install Debian's Fashion-MNIST (dataset-fashion-mnist) and chromium (browser tests) where this machine allows it
+os-packages: ## install Debian's Fashion-MNIST (dataset-fashion-mnist) and chromium (browser tests) where this machine allows it; else download Fashion-MNIST
 	@missing=""; \
 	[ -d $(FMNIST_DIR) ] || missing="$$missing dataset-fashion-mnist"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
@@ -38,10 +38,14 @@ os-packages: ## install Debian's Fashion-MNIST (dataset-fashion-mnist) and chrom
 	  echo "Fashion-MNIST present in $(FMNIST_DIR); chromium present"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
-	    || echo "warning: apt-get could not install$$missing (Fashion-MNIST: torchvision downloads it; chromium: the browser tests skip)"; \
+	    || echo "warning: apt-get could not install$$missing (without chromium the browser tests skip)"; \
 	else \
-	  echo "note: run 'sudo apt-get install$$missing' (Debian/Ubuntu); without them torchvision downloads Fashion-MNIST and the browser tests skip"; \
+	  echo "note: run 'sudo apt-get install$$missing' (Debian/Ubuntu); without chromium the browser tests skip"; \
 	fi
+	@$(PY) -c "from dartlib.data.sources import load_fmnist; load_fmnist(split='test')" 2>/dev/null \
+	  || { echo "Fashion-MNIST not found: downloading it with torchvision into data/FashionMNIST/"; \
+	       $(PY) -m dartlib data download fmnist; } \
+	  || echo "warning: Fashion-MNIST is missing and could not be downloaded; the smoke notebooks need it: run 'sudo apt-get install dataset-fashion-mnist', or '$(PY) -m dartlib data download fmnist' with internet access"
 
 reproduce: setup ## run the whole notebook sequence with papermill (PROFILE=smoke by default)
 	$(PY) -m dartlib run --profile $(PROFILE)

@@ -52,3 +52,21 @@ def test_every_committed_artefact_loads_without_running_code():
     for path in artefacts.committed_files():
         blob = torch.load(path, map_location="cpu", weights_only=True)
         assert isinstance(blob, dict), path.name
+
+
+def test_weights_digest_follows_the_weights_in_any_dtype():
+    import torch
+    from torch import nn
+
+    from dartlib.models.artefacts import weights_digest
+
+    torch.manual_seed(0)
+    a = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    b = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    b.load_state_dict(a.state_dict())
+    assert weights_digest(a) == weights_digest(b)
+    with torch.no_grad():
+        b[0].weight[0, 0] += 1e-6
+    assert weights_digest(a) != weights_digest(b)
+    half = weights_digest(a.to(torch.bfloat16))  # no numpy dtype for bf16: hashed as raw bytes
+    assert len(half) == 64 and half != weights_digest(b)

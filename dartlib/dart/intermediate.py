@@ -38,6 +38,7 @@ from dartlib.data.sources import Dataset
 from dartlib.devices import default_device
 from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.data.augmentation import to_tensor
+from dartlib.models.artefacts import weights_digest
 from dartlib.models.training import cosine_lr, load_weights, save_weights
 
 
@@ -252,12 +253,8 @@ def _train_pass(
 
 def _pass_identity(model: nn.Module, train: Dataset, configs: list[DartConfig], *, max_steps: int | None) -> dict:
     """What decides a pass's result: its configs and step limit, the training data, the source model."""
-    weights = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        weights.update(name.encode())
-        weights.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     return {"configs": [config_dict(c) for c in configs], "max_steps": max_steps, "train_digest": train.digest(),
-            "model_digest": weights.hexdigest()}
+            "model_digest": weights_digest(model)}
 
 
 def _save_pass(path: Path, identity: dict, learners: list[_Learner], *, epochs_done: int, seconds: float) -> None:

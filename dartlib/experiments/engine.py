@@ -31,6 +31,7 @@ from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib.devices import default_device
 from dartlib.data.protocols import batches
 from dartlib.experiments.grid import Cell, parse_params
+from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.data.augmentation import to_tensor
 from dartlib.models.evaluation import correct_predictions
@@ -140,11 +141,7 @@ def _state_digest(module: nn.Module) -> str:
     """sha256 of a module's state, memoised per module object (hashing ResNet weights for every
     cell would cost more than some cells): the shared models of a context are never trained."""
     if module not in _DIGESTS:
-        h = hashlib.sha256()
-        for name, tensor in sorted(module.state_dict().items()):
-            h.update(name.encode())
-            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-        _DIGESTS[module] = h.hexdigest()[:16]
+        _DIGESTS[module] = weights_digest(module)[:16]
     return _DIGESTS[module]
 
 

@@ -33,6 +33,16 @@ COMMITTED_STEMS: tuple[str, ...] = ("fmnist-small-cnn-smoke-seed0", "cifar10-res
                                     "cifar10-resnet26-w8-cpu-seed0")  # the last: the backbone-strength study
 
 
+def weights_digest(module: torch.nn.Module) -> str:
+    """sha256 over a module's state (names and raw bytes, in name order): the same weights give
+    the same digest on every machine, whatever their dtype."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def sha256_of(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -391,6 +391,7 @@ def test_an_interrupted_refiner_pass_resumes_from_its_last_epoch_bit_identically
         intermediate.load_or_train_refiners(ckpt, model, ds, configs, progress=False)
     partial = intermediate.pass_path(ckpt, [refiner_path(ckpt, c) for c in configs])
     saved = torch.load(partial, weights_only=False)
+    partial_bytes = partial.read_bytes()
     assert saved["epochs_done"] == 1 and [s["step"] for s in saved["learners"]] == [12, 12, 12]
     assert not any(refiner_path(ckpt, c).is_file() for c in configs)
 
@@ -410,3 +411,12 @@ def test_an_interrupted_refiner_pass_resumes_from_its_last_epoch_bit_identically
     fresh = intermediate.load_or_train_refiners(ckpt, model, ds, other, progress=False)
     alone, alone_log = train_refiner(model, ds, other[0], progress=False)
     assert fresh[0][1] == alone_log and len(alone_log) == 36
+
+    # a damaged state (cut short) is set aside with a warning: the pass starts over
+    damaged = [replace(base, alpha=3.0, epochs=1)]
+    damaged_partial = intermediate.pass_path(ckpt, [refiner_path(ckpt, c) for c in damaged])
+    damaged_partial.write_bytes(partial_bytes[: len(partial_bytes) // 2])
+    with pytest.warns(UserWarning, match=r"pass-.*partial\.pt.*starts over"):
+        out = intermediate.load_or_train_refiners(ckpt, model, ds, damaged, progress=False)
+    assert out[0][1] == train_refiner(model, ds, damaged[0], progress=False)[1]
+    assert not damaged_partial.exists()

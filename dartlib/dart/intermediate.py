@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from dartlib.dart.refiner import (
     refine,
 )
 from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, long_tailed_counts
+from dartlib.data.files import DamagedFileError
 from dartlib.data.sources import Dataset
 from dartlib.devices import default_device
 from dartlib.models.backbones import frozen_bn_adapted
@@ -267,10 +269,15 @@ def _save_pass(path: Path, identity: dict, learners: list[_Learner], *, epochs_d
 
 def _restore_pass(path: Path, identity: dict, learners: list[_Learner], *, device: str) -> tuple[int, float]:
     """Load a pass saved by :func:`_save_pass` into ``learners``; returns (first epoch to run,
-    seconds spent so far), or (0, 0.0) where there is no file or it belongs to another pass."""
+    seconds spent so far), or (0, 0.0) where there is no file, it belongs to another pass, or it
+    is damaged (cut short by a full disk, say: the pass then starts over, and overwrites it)."""
     if not path.is_file():
         return 0, 0.0
-    blob = load_weights(path, map_location=device, required=("identity", "epochs_done", "seconds", "learners"))
+    try:
+        blob = load_weights(path, map_location=device, required=("identity", "epochs_done", "seconds", "learners"))
+    except DamagedFileError as err:
+        warnings.warn(f"{err}; the refiners' training starts over", stacklevel=2)
+        return 0, 0.0
     if blob["identity"] != identity:
         return 0, 0.0
     for learner, state in zip(learners, blob["learners"]):

@@ -14,7 +14,7 @@ def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, se
     """Left: BNAdapt+DART's accuracy per alpha and rho (dotted: BNAdapt); right: each method's
     accuracy per test batch size on balanced streams. Saved as ``figures/<profile>/sensitivity``."""
     alphas = settings["alpha_values"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
     bn = alpha_frame[alpha_frame.method == "bnadapt"].pivot_table(index="refiner", columns="shift_param",
                                                                  values="accuracy")
     for rho in bn.columns:
@@ -28,7 +28,7 @@ def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, se
     by_batch = batch_frame.assign(row=[row_label(m, r) for m, r in zip(batch_frame.method, batch_frame.refiner)])
     curves = by_batch.pivot_table(index="column", columns="row", values="accuracy")
     curves[list(dict.fromkeys(by_batch.row))].plot(ax=axes[1], marker="o", logx=True)  # the grid's order, not A-Z
-    axes[1].legend(title=None)
+    axes[1].legend(title=None, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: inside it hid curves
     axes[1].set_xlabel("test batch size")
     axes[1].set_ylabel("accuracy (%), balanced stream")
     fig.suptitle(f"sensitivity ({settings.profile} profile)")

@@ -8,11 +8,7 @@ import pandas as pd
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.figures import save_figure
 from dartlib.reporting.more_settings_tables import mixed_layout
-from dartlib.reporting.tables import row_label
-
-
-def _with_row(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.assign(row=[row_label(m, r) for m, r in zip(frame.method, frame.refiner)])
+from dartlib.reporting.tables import with_row_labels
 
 
 def _with_corruption_count(frame: pd.DataFrame) -> pd.DataFrame:
@@ -26,13 +22,13 @@ def plot_more_settings(*, imb: pd.DataFrame, mixed: pd.DataFrame, settings: Sett
     """BNAdapt and TENT (+DART) per IR, and every method on both mixed-domain streams; saved as
     ``figures/<profile>/more_settings``."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    curve = _with_corruption_count(_with_row(imb[imb.method.isin(["bnadapt", "tent"])]))
+    curve = _with_corruption_count(with_row_labels(imb[imb.method.isin(["bnadapt", "tent"])]))
     curve.pivot_table(index="shift_param", columns="row", values="accuracy").plot(ax=axes[0], marker="o", logx=True)
     axes[0].set_xlabel("imbalance ratio (IR)")
     axes[0].set_ylabel("accuracy (%), mean over corruptions")
     axes[0].set_title("CIFAR-10C-imb protocol")
     axes[0].legend(title="method (corruptions averaged)", fontsize=8, title_fontsize=8)
-    bars = _with_row(mixed_layout(mixed))
+    bars = with_row_labels(mixed_layout(mixed))
     bars = bars.pivot_table(index="row", columns="column", values="accuracy").reindex(bars.row.unique())
     bars.plot.bar(ax=axes[1])
     axes[1].set_xlabel("method")

@@ -7,7 +7,7 @@ import pandas as pd
 
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.figures import save_figure
-from dartlib.reporting.tables import row_label
+from dartlib.reporting.tables import with_row_labels
 
 
 def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, settings: Settings) -> plt.Figure:
@@ -25,9 +25,9 @@ def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, se
     axes[0].set_xlabel("alpha (dotted: BNAdapt)")
     axes[0].set_ylabel("BNAdapt+DART accuracy (%)")
     axes[0].legend()
-    by_batch = batch_frame.assign(row=[row_label(m, r) for m, r in zip(batch_frame.method, batch_frame.refiner)])
+    by_batch = with_row_labels(batch_frame)
     curves = by_batch.pivot_table(index="column", columns="row", values="accuracy")
-    curves[list(dict.fromkeys(by_batch.row))].plot(ax=axes[1], marker="o", logx=True)  # the grid's order, not A-Z
+    curves[by_batch.row.unique()].plot(ax=axes[1], marker="o", logx=True)  # the grid's order, not A-Z
     axes[1].legend(title=None, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: inside it hid curves
     axes[1].set_xlabel("test batch size")
     axes[1].set_ylabel("accuracy (%), balanced stream")

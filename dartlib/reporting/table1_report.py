@@ -19,7 +19,7 @@ from dartlib.data.sources import HOW_TO_GET, expected_path
 from dartlib.paths import results_dir
 from dartlib.reporting.figures import save_figure
 from dartlib.reporting.paper import load_table
-from dartlib.reporting.tables import beside_paper, render, row_label, table_beside_paper
+from dartlib.reporting.tables import beside_paper, render, row_label, table_beside_paper, with_row_labels
 
 
 def row_order(methods: Sequence[str]) -> list[str]:
@@ -27,9 +27,6 @@ def row_order(methods: Sequence[str]) -> list[str]:
     return [row_label(m, r) for m in methods for r in ("none", "dart") if not (m == "noadapt" and r == "dart")]
 
 
-def with_row_labels(results: pd.DataFrame) -> pd.DataFrame:
-    """``results`` with a ``row`` column naming its Table 1 row."""
-    return results.assign(row=[row_label(m, r) for m, r in zip(results.method, results.refiner)])
 
 
 def accuracy_by_row(results: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:

@@ -29,6 +29,11 @@ def row_label(method: str, refiner: str) -> str:
     return f"{name}+{ {'dart': 'DART', 'dart-split': 'DART-split'}.get(refiner, refiner)}"
 
 
+def with_row_labels(results: pd.DataFrame) -> pd.DataFrame:
+    """``results`` with a ``row`` column naming each row as the tables do (:func:`row_label`)."""
+    return results.assign(row=[row_label(m, r) for m, r in zip(results.method, results.refiner)])
+
+
 def _column_label(value) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)

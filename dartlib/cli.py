@@ -25,6 +25,52 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return value
+
+
+def names_of(kind: str):
+    """An argparse type: a name of ``kind`` (corruption, architecture, recipe, dataset: the names a
+    profile may use, :data:`dartlib.schema.NAME_KINDS`); an unknown one names the nearest valid one."""
+
+    def check(text: str) -> str:
+        from dartlib.schema import NAME_KINDS, nearest
+
+        valid = NAME_KINDS[kind]()
+        if text not in valid:
+            close = nearest(text, valid)
+            raise argparse.ArgumentTypeError(f"unknown {kind} {text!r}{f' (did you mean {close!r}?)' if close else ''}; "
+                                             f"valid: {', '.join(valid)}")
+        return text
+
+    check.__name__ = kind  # argparse names the type in some messages
+    return check
+
+
+def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Exit 2 naming an unknown option of the chosen (sub)command and the nearest valid one."""
+    import difflib
+
+    while True:  # the deepest subcommand chosen
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or getattr(args, subs[0].dest, None) not in subs[0].choices:
+            break
+        parser = subs[0].choices[getattr(args, subs[0].dest)]
+    options = [o for a in parser._actions for o in a.option_strings]
+    words = []
+    for word in extra:
+        close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.6) if word.startswith("-") else []
+        words.append(f"{word} (did you mean {close[0]}?)" if close else word)
+    parser.error(f"unrecognized argument{'s' if len(extra) > 1 else ''}: {', '.join(words)}")
+
+
 def float_list(text: str) -> list[float]:
     """An argparse type: comma-separated numbers, e.g. ``0.1,1,10``."""
     try:
@@ -51,7 +97,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_book(args: argparse.Namespace) -> int:
     from dartlib.reporting.book import build_book
+    from dartlib.schema import checked_profile
 
+    checked_profile(args.profile)
     index = build_book(profile=args.profile, out=Path(args.out) if args.out else None)
     pages = sorted(p for p in index.parent.rglob("*.html") if p.name not in ("genindex.html", "search.html"))
     print(f"{args.profile} book: {len(pages)} pages; open {index}")
@@ -77,7 +125,7 @@ def _cmd_refresh(args: argparse.Namespace) -> int:
 
 
 def _cmd_profiles(_: argparse.Namespace) -> int:
-    from dartlib.profiles import load_profile
+    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
 
     for name in profile_names():
         print(f"{name}: {load_profile(name)}")
@@ -145,7 +193,7 @@ def _profile_source(profile: str):
     the profile's intermediate-training settings as a DartConfig."""
     from dartlib.experiments.settings import dart_config
     from dartlib.devices import default_device
-    from dartlib.profiles import load_profile
+    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.models.training import checkpoint_path, load_checkpoint
 
     p = load_profile(profile)
@@ -198,7 +246,7 @@ def _cmd_bench_dart(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from dartlib.profiles import load_profile
+    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.models.training import load_checkpoint, train_source
 
     p = load_profile(args.profile) if args.profile else {}
@@ -248,7 +296,7 @@ def _cmd_reference(args: argparse.Namespace) -> int:
 
 def _cmd_claims(args: argparse.Namespace) -> int:
     from dartlib.reporting.claims import evaluate, render
-    from dartlib.profiles import load_profile
+    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
 
     params = load_profile(args.profile)
     table = evaluate(args.profile, corrupted_dataset=params.get("corrupted_dataset"))
@@ -264,7 +312,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from dartlib.experiments import backbone_study, online
     from dartlib.experiments.grid import grid_status, parse_shard, run_grid, shard
     from dartlib.paths import results_dir
-    from dartlib.profiles import load_profile
+    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.experiments.engine import evaluate_cell, prepare_context
     from dartlib.experiments.table1 import profile_cells, profile_note_report_cells
 
@@ -360,7 +408,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     from dartlib.data import load
     from dartlib.data.corruptions import HOLDOUT_CORRUPTIONS
     from dartlib.paths import results_dir
-    from dartlib.profiles import load_profile
+    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.models.training import load_checkpoint, train_source
     from dartlib.experiments.validation import validate_alpha
 
@@ -408,7 +456,9 @@ def _cmd_data_pack(args: argparse.Namespace) -> int:
 
 def _cmd_gpu_run(args: argparse.Namespace) -> int:
     from dartlib.experiments.gpu_run import run
+    from dartlib.schema import checked_profile
 
+    checked_profile(args.profile)
     return run(args)
 
 
@@ -453,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("dataset", choices=["cifar10c", "cifar100c", "fmnistc"])
     prepare.add_argument("--severities", type=int, nargs="+", default=[5], choices=range(1, 6), metavar="{1..5}",
                          help="default: 5 (the paper's)")
-    prepare.add_argument("--corruptions", nargs="+", help="default: all 15")
+    prepare.add_argument("--corruptions", nargs="+", type=names_of("corruption"), help="default: all 15")
     prepare.add_argument("--seed", type=int, default=0)
     prepare.set_defaults(func=_cmd_data_prepare)
 
@@ -472,26 +522,27 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
     corr = bench.add_parser("corruptions", help="our corruption generator vs imagecorruptions, images/second")
     corr.add_argument("--dataset", default="cifar10")
-    corr.add_argument("--n", type=int, default=1000)
-    corr.add_argument("--severity", type=int, default=5)
+    corr.add_argument("--n", type=positive_int, default=1000)
+    corr.add_argument("--severity", type=int, default=5, choices=range(1, 6), metavar="{1..5}")
     corr.set_defaults(func=_cmd_bench_corruptions)
     models = bench.add_parser("models", help="images/second of each backbone: eval, BN-adapt, training step")
-    models.add_argument("--archs", nargs="+", default=["small-cnn", "resnet26-w16", "resnet26"])
-    models.add_argument("--batch", type=int, default=200)
-    models.add_argument("--repeats", type=int, default=3)
+    models.add_argument("--archs", nargs="+", type=names_of("architecture"),
+                        default=["small-cnn", "resnet26-w16", "resnet26"])
+    models.add_argument("--batch", type=positive_int, default=200)
+    models.add_argument("--repeats", type=positive_int, default=3)
     models.set_defaults(func=_cmd_bench_models)
     dartb = bench.add_parser("dart", help="DART's cost: intermediate training vs BN-adapt forward, BNAdapt+DART vs BNAdapt")
     dartb.add_argument("--profile", default=DEFAULT_PROFILE)
-    dartb.add_argument("--steps", type=int, default=50, help="intermediate steps timed")
-    dartb.add_argument("--stream", type=int, default=4000, help="test images in the timed stream")
-    dartb.add_argument("--repeats", type=int, default=3)
+    dartb.add_argument("--steps", type=positive_int, default=50, help="intermediate steps timed")
+    dartb.add_argument("--stream", type=positive_int, default=4000, help="test images in the timed stream")
+    dartb.add_argument("--repeats", type=positive_int, default=3)
     dartb.set_defaults(func=_cmd_bench_dart)
 
     refb = bench.add_parser("refiners", help="refiners sharing their intermediate batches: separate trainings vs one pass")
     refb.add_argument("--profile", default=DEFAULT_PROFILE)
-    refb.add_argument("--count", type=int, default=5, help="refiners (the profile's alpha table values)")
-    refb.add_argument("--steps", type=int, default=20, help="intermediate steps per refiner")
-    refb.add_argument("--repeats", type=int, default=2)
+    refb.add_argument("--count", type=positive_int, default=5, help="refiners (the profile's alpha table values)")
+    refb.add_argument("--steps", type=positive_int, default=20, help="intermediate steps per refiner")
+    refb.add_argument("--repeats", type=positive_int, default=2)
     refb.set_defaults(func=_cmd_bench_refiners)
 
     claims = sub.add_parser("claims", help="check the paper's claims (data/paper/claims.yaml) on a profile's results")
@@ -514,17 +565,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "(docs/scale-out.md)")
     grid_.add_argument("--address", help="ray: the cluster to join (auto, host:6379, ray://host:10001); default: "
                                          "a Ray instance started on this machine")
-    grid_.add_argument("--cpus-per-cell", type=float, default=1.0, help="ray: CPUs (torch threads) per worker")
-    grid_.add_argument("--gpus-per-cell", type=float, default=0.0, help="ray: GPUs per worker (0.25: four cells per GPU)")
-    grid_.add_argument("--workers", type=int, help="ray: how many workers (default: as many as the cluster holds)")
+    grid_.add_argument("--cpus-per-cell", type=non_negative_float, default=1.0, help="ray: CPUs (torch threads) per worker")
+    grid_.add_argument("--gpus-per-cell", type=non_negative_float, default=0.0, help="ray: GPUs per worker (0.25: four cells per GPU)")
+    grid_.add_argument("--workers", type=positive_int, help="ray: how many workers (default: as many as the cluster holds)")
     grid_.set_defaults(func=_cmd_grid)
 
     valid = sub.add_parser("validate-alpha", help="choose alpha for a profile's backbone on held-out training data")
     valid.add_argument("--profile", default=DEFAULT_PROFILE)
     valid.add_argument("--alphas", type=float_list, default="0.1,1,10", help="comma-separated candidates (default 0.1,1,10)")
     valid.add_argument("--epochs", type=positive_int, default=VALIDATION_EPOCHS, help="intermediate epochs of each candidate's g_phi")
-    valid.add_argument("--heldout", type=int, default=500, help="training images per class held out")
-    valid.add_argument("--max-loss", type=float, default=0.5, help="accuracy points DART may lose on held-out i.i.d.")
+    valid.add_argument("--heldout", type=positive_int, default=500, help="training images per class held out")
+    valid.add_argument("--max-loss", type=non_negative_float, default=0.5, help="accuracy points DART may lose on held-out i.i.d.")
     valid.add_argument("--holdout-corruptions",
                        help="comma-separated held-out corruptions (speckle_noise, gaussian_blur, saturate) applied to the "
                             "held-out images at the profile's severity; the rule then reads their mean i.i.d. loss")
@@ -533,9 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
     train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile")
-    train.add_argument("--dataset")
-    train.add_argument("--arch")
-    train.add_argument("--recipe")
+    train.add_argument("--dataset", type=names_of("dataset"))
+    train.add_argument("--arch", type=names_of("architecture"))
+    train.add_argument("--recipe", type=names_of("recipe"))
     train.add_argument("--seed", type=int)
     train.add_argument("--max-epochs", type=positive_int, help="stop after this many epochs in this call (the next call resumes)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -559,9 +610,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from dartlib.data.files import DamagedFileError
+    from dartlib.profiles import ProfileError
 
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _unknown_options(parser, args, extra)
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -571,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     except DamagedFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 4
-    except UnknownNameError as err:
+    except (UnknownNameError, ProfileError) as err:  # bad settings: nothing was computed or written
         print(f"error: {err}", file=sys.stderr)
         return 2
     except FileNotFoundError as err:  # DataMissingError says what is missing and how to get it

@@ -17,6 +17,11 @@ from dartlib.registry import UnknownNameError, unknown_name_message
 DEFAULT_PROFILE = "smoke"
 
 
+class ProfileError(ValueError):
+    """A profile that cannot be used as written; the message is one line naming the file, the key,
+    the value and what is allowed (the command line prints it and exits with status 2)."""
+
+
 def profile_names() -> list[str]:
     """The profiles present, ``smoke`` first."""
     names = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
@@ -32,7 +37,16 @@ def profile_path(name: str) -> Path:
 
 def load_profile(name: str) -> dict[str, Any]:
     """The parameters of profile ``name``; its ``profile`` key always equals the name."""
-    params = yaml.safe_load(profile_path(name).read_text()) or {}
+    path = profile_path(name)
+    try:
+        params = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)  # where the bad entry starts
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ProfileError(f"{path}{where}: not valid YAML ({problem}); fix the file") from None
+    if not isinstance(params, dict):
+        raise ProfileError(f"{path}: expected `key: value` lines, found {type(params).__name__}")
     if params.get("profile") != name:
-        raise ValueError(f"{profile_path(name)} must set `profile: {name}`")
+        raise ProfileError(f"{path} must set `profile: {name}`")
     return params

@@ -20,8 +20,8 @@ from tqdm import tqdm
 
 from dartlib.data.files import temporary_name
 from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT, runs_dir
-from dartlib.profiles import load_profile
 from dartlib.registry import UnknownNameError, unknown_name_message
+from dartlib.schema import checked_profile
 
 KERNEL = "python3"
 
@@ -140,7 +140,7 @@ def run_profile(
     each notebook that ran through is also copied to ``results/<profile>/notebooks/``."""
     if publish_runs:
         published_dir(profile)
-    params = load_profile(profile)
+    params = checked_profile(profile, notebooks=notebook_paths())  # before any notebook runs
     paths = resolve_notebooks(notebooks)
     out_dir = runs_dir(profile)
     _kernel_env()

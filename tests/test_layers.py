@@ -12,7 +12,7 @@ from dartlib.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "dartlib"
 BASE = {"paths", "registry", "devices", "profiles", "__init__"}
-ENTRY = {"cli", "runner", "__main__"}
+ENTRY = {"cli", "runner", "schema", "__main__"}
 LAYERS = ["data", "models", "dart", "tta", "experiments", "analysis", "reporting", "perf"]
 
 

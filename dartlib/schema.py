@@ -1,0 +1,259 @@
+"""The settings a run reads, checked before anything runs: profiles and notebook parameters.
+
+The known keys and their types come from the notebooks' ``parameters`` cells (the smoke values,
+:func:`notebook_parameters`), so the schema cannot drift from the notebooks: a parameter added to
+a notebook is a key every profile must define, with the type of its smoke value. What the cells
+cannot say is stated here, once per key: the range of each number (:data:`RANGES`) and the names
+a string may take (:data:`NAMES`). A profile that breaks any of it raises
+:class:`~dartlib.profiles.ProfileError`, one line naming the file, the key, the value and what is
+allowed; the command line prints it and exits with status 2 before computing or writing anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT
+from dartlib.profiles import ProfileError, profile_names, profile_path
+
+# Keys a profile may set that no notebook reads (the command line reads them), with their smoke values.
+OPTIONAL_KEYS: dict[str, Any] = {"grid_backend": "local"}
+
+
+@dataclass(frozen=True)
+class Range:
+    """``low <= value <= high`` (``low < value`` when ``open_low``); for a list, every element."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+
+    def holds(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.open_low else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+    def __str__(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"between {self.low:g} and {self.high:g}"
+        if self.low is not None:
+            return f"{'>' if self.open_low else '>='} {self.low:g}"
+        return f"<= {self.high:g}"
+
+
+COUNT = Range(low=1)  # epochs, batch sizes, steps, images, directions, repeats
+LIMIT = Range(low=0)  # a cap or a size where 0 means "all" (stream limits) or "none" (t-SNE points)
+RATIO = Range(low=1)  # imbalance ratios and long-tail rho: max class frequency over min
+WEIGHT = Range(low=0)  # loss weights (alpha)
+POSITIVE = Range(low=0, open_low=True)  # Dirichlet concentrations, temperatures
+SEVERITY = Range(low=1, high=5)
+SEED = Range(low=0)
+
+# Every number a notebook takes, with its range (tests/test_faults_settings.py checks none is left out).
+RANGES: dict[str, Range] = {
+    "seed": SEED,
+    "severity": SEVERITY, "study_severities": SEVERITY,
+    **dict.fromkeys([
+        "toy_n_sim", "toy_grid_points", "dir_chunks", "int_batch_size", "test_batch_size", "dart_n_dir", "dart_epochs",
+        "dart_hidden", "dart_sweep_epochs", "note_finetune_epochs", "memo_augmentations", "imb_subset_size",
+        "ablation_epochs", "ablation_n_dir", "hyper_int_batches", "hyper_hidden", "epochs_grid", "test_batches",
+        "cost_repeats", "intermediate_steps_timed", "condensed_ipc", "condensed_epochs", "condensed_n_dir", "hoc_steps",
+    ], COUNT),
+    **dict.fromkeys([
+        "eval_limit", "table1_stream_limit", "tent_stream_limit", "cost_stream_limit", "memo_stream_limit",
+        "dart_per_class", "note_per_class", "ablation_per_class", "mixed_pool", "tsne_points",
+    ], LIMIT),
+    **dict.fromkeys([
+        "protocol_rho", "protocol_ir", "confusion_rho", "hoc_rho", "lt_rhos", "deviation_irs", "rho_grid", "imb_irs",
+        "epochs_imb_irs", "imb_table_irs", "online_irs",
+    ], RATIO),
+    **dict.fromkeys(["dart_alpha", "alpha_grid", "ablation_alpha", "alpha_values"], WEIGHT),
+    **dict.fromkeys(["dir_delta", "mixed_delta", "split_temperature"], POSITIVE),
+}
+
+
+def _corruptions() -> list[str]:
+    from dartlib.data.corruptions import CORRUPTIONS
+
+    return list(CORRUPTIONS)
+
+
+def _datasets() -> list[str]:
+    from dartlib.data.sources import SOURCES
+
+    return list(SOURCES)
+
+
+def _architectures() -> list[str]:
+    from dartlib.models.backbones import ARCHITECTURES
+
+    return list(ARCHITECTURES)
+
+
+def _recipes() -> list[str]:
+    from dartlib.models.training import RECIPES
+
+    return list(RECIPES)
+
+
+def _methods() -> list[str]:
+    from dartlib.tta import METHODS
+
+    return list(METHODS)
+
+
+def _benchmarks() -> list[str]:
+    from dartlib.experiments.benchmarks import BENCHMARKS
+
+    return list(BENCHMARKS)
+
+
+# The names a string (or each string of a list) may take: (what they are, where they come from).
+NAME_KINDS: dict[str, Callable[[], list[str]]] = {
+    "corruption": _corruptions, "dataset": _datasets, "architecture": _architectures, "recipe": _recipes,
+    "method": _methods, "benchmark": _benchmarks, "profile": profile_names, "grid backend": lambda: ["local", "ray"],
+}
+
+
+def name_kind(key: str) -> str | None:
+    """The kind of name a string key holds (``*_corruption(s)``: corruption names, ...)."""
+    if key.endswith(("_corruption", "_corruptions")):
+        return "corruption"
+    return {
+        "data_dataset": "dataset", "source_dataset": "dataset", "corrupted_dataset": "dataset",
+        "source_arch": "architecture", "study_archs": "architecture", "source_recipe": "recipe",
+        "extra_methods": "method", "large_benchmarks": "benchmark", "domain_benchmarks": "benchmark",
+        "study_profile": "profile", "grid_backend": "grid backend",
+    }.get(key)
+
+
+def notebook_parameters(paths: Iterable[Path] | None = None) -> dict[str, tuple[Any, str]]:
+    """Every notebook parameter: name -> (smoke value, first notebook that takes it), read from the
+    notebooks' ``parameters`` cells (without executing them)."""
+    if paths is None:
+        paths = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    found: dict[str, tuple[Any, str]] = {}
+    for path in paths:
+        cells = json.loads(Path(path).read_text())["cells"]
+        for cell in cells:
+            if "parameters" not in cell.get("metadata", {}).get("tags", []):
+                continue
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            for node in ast.parse(source).body:
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+                    found.setdefault(target.id, (ast.literal_eval(node.value), Path(path).stem))
+    return found
+
+
+def _kind_of(value: Any) -> str:
+    """``bool``, ``int``, ``float``, ``str``, or ``list of <kind>`` of a smoke value."""
+    if isinstance(value, list):
+        kinds = {_kind_of(v) for v in value}
+        kinds = {"float"} if kinds == {"int", "float"} else kinds
+        return f"list of {kinds.pop() if len(kinds) == 1 else 'values'}"
+    return type(value).__name__
+
+
+_DESCRIBED = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
+              "list of int": "a list of integers", "list of float": "a list of numbers",
+              "list of str": "a list of strings", "list of values": "a list"}
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind.startswith("list of "):
+        return isinstance(value, list) and all(_fits(v, kind[len("list of "):]) for v in value)
+    if kind == "values":
+        return True
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, str)
+
+
+def _shown(path: Path) -> str:
+    path = Path(path)
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def _typename(value: Any) -> str:
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a mapping", type(None): "empty"}.get(type(value), type(value).__name__)
+
+
+def nearest(name: str, valid: Iterable[str]) -> str | None:
+    """The valid name closest to ``name`` (difflib), if any is close."""
+    match = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def _did_you_mean(name: str, valid: Iterable[str]) -> str:
+    close = nearest(name, valid)
+    return f" (did you mean {close!r}?)" if close else ""
+
+
+def check_values(values: dict[str, Any], *, file: Path, notebooks: Iterable[Path] | None = None) -> None:
+    """Raise :class:`ProfileError` on the first key of ``values`` (a profile read from ``file``)
+    that is unknown, missing, of the wrong type, out of range, or an unknown name."""
+    params = notebook_parameters(notebooks)
+    known = {**{k: v for k, (v, _) in params.items()}, **OPTIONAL_KEYS}
+    where = _shown(file)
+    for key in values:
+        if key not in known:
+            raise ProfileError(f"{where}: unknown key {key!r}{_did_you_mean(key, known)}; a profile sets the "
+                               "notebooks' parameters (their `parameters` cells list them)")
+    for key, (smoke, notebook) in params.items():
+        if key not in values:
+            raise ProfileError(f"{where}: key {key!r} is missing (a parameter of notebook {notebook}); add it, e.g. "
+                               f"`{key}: {yaml.safe_dump(smoke, default_flow_style=True).strip().removesuffix('...').strip()}` "
+                               "(the smoke value)")
+    for key, value in values.items():
+        smoke = known[key]
+        kind = _kind_of(smoke)
+        if kind == "list of values" or (kind.startswith("list of") and not smoke):
+            kind = "list of values"  # an empty smoke list says nothing of its elements
+        allowed = RANGES.get(key)
+        names = name_kind(key)
+        what = _DESCRIBED.get(kind, kind)
+        if names is not None:
+            what = f"a list of {names} names" if kind.startswith("list") else f"a {names} name"
+        if allowed is not None:
+            what += f" {allowed}" if not kind.startswith("list") else f", each {allowed}"
+        if not _fits(value, kind):
+            hint = f" such as `{key}: [{value}]`" if kind.startswith("list") and not isinstance(value, list) else ""
+            raise ProfileError(f"{where}: {key}: {value!r} is {_typename(value)}; expected {what}{hint}")
+        items = value if isinstance(value, list) else [value]
+        if kind in ("float", "list of float") and not all(math.isfinite(v) for v in items):
+            raise ProfileError(f"{where}: {key}: {value!r} is not finite; expected {what}")
+        if allowed is not None:
+            bad = [v for v in items if not allowed.holds(v)]
+            if bad:
+                raise ProfileError(f"{where}: {key}: {bad[0]!r} is out of range; expected {what}")
+        if names is not None:
+            valid = NAME_KINDS[names]()
+            bad = [v for v in items if v not in valid]
+            if bad:
+                raise ProfileError(f"{where}: {key}: unknown {names} {bad[0]!r}{_did_you_mean(bad[0], valid)}; "
+                                   f"valid: {', '.join(valid)}")
+
+
+def checked_profile(name: str, *, notebooks: Iterable[Path] | None = None) -> dict[str, Any]:
+    """The parameters of profile ``name`` (:func:`dartlib.profiles.load_profile`), checked against
+    the notebooks' parameters (:func:`check_values`)."""
+    from dartlib.profiles import load_profile
+
+    values = load_profile(name)
+    check_values(values, file=profile_path(name), notebooks=notebooks)
+    return values

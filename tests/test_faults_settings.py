@@ -1,0 +1,144 @@
+"""Bad settings caught before anything runs: a profile (notebooks/profiles/*.yaml) with a misspelt,
+missing, mistyped or out-of-range key, or an unknown name, and command-line options out of range.
+Each gives one line on stderr naming the file, the key, the value and what is allowed, exit
+status 2, and nothing computed or written (the command's work is replaced by a function that
+fails the test if it is reached)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from dartlib import cli, runner, schema
+from dartlib.paths import PROFILES_DIR
+from dartlib.profiles import ProfileError
+
+
+@pytest.fixture()
+def profiles(tmp_path, monkeypatch):
+    """A copy of the real profiles folder, used in place of it."""
+    folder = tmp_path / "profiles"
+    shutil.copytree(PROFILES_DIR, folder)
+    monkeypatch.setattr("dartlib.profiles.PROFILES_DIR", folder)
+    return folder
+
+
+def _edit(folder, line_from: str, line_to: str | None, name: str = "smoke") -> None:
+    path = folder / f"{name}.yaml"
+    lines = path.read_text().splitlines()
+    hits = [i for i, line in enumerate(lines) if line.startswith(line_from)]
+    assert len(hits) == 1, line_from
+    if line_to is None:
+        del lines[hits[0]]
+    else:
+        lines[hits[0]] = line_to
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture()
+def nothing_runs(monkeypatch, tmp_path):
+    """Any notebook execution fails the test; runs/ goes to a scratch folder that must stay empty."""
+    monkeypatch.setattr(runner, "_execute", lambda *a, **k: pytest.fail("a notebook ran despite bad settings"))
+    monkeypatch.setattr(runner, "runs_dir", lambda profile: tmp_path / "runs")
+    return tmp_path / "runs"
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("error: ")
+    return err
+
+
+@pytest.mark.parametrize("line_from, line_to, expected", [
+    ("toy_n_sim:", "toy_nsim: 2000", "smoke.yaml: unknown key 'toy_nsim' (did you mean 'toy_n_sim'?)"),
+    ("toy_grid_points:", None, "smoke.yaml: key 'toy_grid_points' is missing (a parameter of notebook 01_toy_gaussian); "
+                               "add it, e.g. `toy_grid_points: 25`"),
+    ("table1_corruptions:", "table1_corruptions: gaussian_noise",
+     "smoke.yaml: table1_corruptions: 'gaussian_noise' is a string; expected a list of corruption names such as "
+     "`table1_corruptions: [gaussian_noise]`"),
+    ("test_batch_size:", "test_batch_size: -5", "smoke.yaml: test_batch_size: -5 is out of range; expected an integer >= 1"),
+    ("table1_corruptions:", "table1_corruptions: [gausian_noise]",
+     "table1_corruptions: unknown corruption 'gausian_noise' (did you mean 'gaussian_noise'?); valid: gaussian_noise"),
+    ("severity:", "severity: 6", "smoke.yaml: severity: 6 is out of range; expected an integer between 1 and 5"),
+    ("extra_methods:", "extra_methods: [memo, rooid]", "extra_methods: unknown method 'rooid' (did you mean 'roid'?)"),
+    ("dart_alpha:", "dart_alpha: .nan", "smoke.yaml: dart_alpha: nan is not finite; expected a number >= 0"),
+    ("retrain_check:", "retrain_check: yes please", "retrain_check: 'yes please' is a string; expected true or false"),
+    ("seed:", "seed: [0", "smoke.yaml, line 5: not valid YAML"),
+    ("source_arch:", "source_arch: resnet62", "source_arch: unknown architecture 'resnet62' (did you mean 'resnet26'?)"),
+])
+def test_bad_profile_stops_run_before_any_notebook(profiles, nothing_runs, capsys, line_from, line_to, expected):
+    _edit(profiles, line_from, line_to)
+    assert cli.main(["run", "--profile", "smoke", "01"]) == 2
+    assert expected in _one_error_line(capsys)
+    assert not nothing_runs.exists()
+
+
+@pytest.mark.parametrize("argv, command", [
+    (["grid", "table1", "--profile", "smoke"], "_cmd_grid"),
+    (["train", "--profile", "smoke"], "_cmd_train"),
+    (["claims", "--profile", "smoke"], "_cmd_claims"),
+    (["book", "--profile", "smoke"], "_cmd_book"),
+])
+def test_every_profile_command_checks_the_profile_first(profiles, monkeypatch, capsys, argv, command):
+    """grid, train, claims and book read the same profile: the same one line, nothing else loaded."""
+    import dartlib.experiments.grid as grid
+    import dartlib.models.training as training
+
+    monkeypatch.setattr(grid, "run_grid", lambda *a, **k: pytest.fail("grid ran"))
+    monkeypatch.setattr(training, "train_source", lambda *a, **k: pytest.fail("training ran"))
+    monkeypatch.setattr("dartlib.reporting.book.build_book", lambda *a, **k: pytest.fail("book built"))
+    _edit(profiles, "toy_n_sim:", "toy_nsim: 2000")
+    assert cli.main(argv) == 2
+    assert "unknown key 'toy_nsim' (did you mean 'toy_n_sim'?)" in _one_error_line(capsys)
+
+
+def test_committed_profiles_pass_the_schema():
+    for name in ("smoke", "cpu", "gpu", "paper"):
+        schema.checked_profile(name)
+
+
+def test_every_number_a_notebook_takes_has_a_stated_range():
+    """The types come from the notebooks' parameters cells; a new numeric parameter must be given
+    its range in dartlib.schema.RANGES (once), or profiles could set it to anything."""
+    params = schema.notebook_parameters()
+    numeric = {k for k, (v, _) in params.items()
+               if schema._kind_of(v) in ("int", "float", "list of int", "list of float")}
+    assert numeric - set(schema.RANGES) == set()
+    assert set(schema.RANGES) - set(params) == set()  # no range for a parameter that no longer exists
+
+
+def test_schema_follows_the_notebooks_parameters_cells(tmp_path):
+    """A parameter added to a notebook is a key every profile must define (the schema is derived)."""
+    import json
+
+    first, *others = runner.notebook_paths()
+    nb = json.loads(first.read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
+    cell["source"] = "".join(cell["source"]) + "\nnew_knob = 3\n"
+    (tmp_path / "01_copy.ipynb").write_text(json.dumps(nb))
+    values = yaml.safe_load((PROFILES_DIR / "smoke.yaml").read_text())
+    with pytest.raises(ProfileError, match="key 'new_knob' is missing .*01_copy.*`new_knob: 3`"):
+        schema.check_values(values, file=PROFILES_DIR / "smoke.yaml", notebooks=[tmp_path / "01_copy.ipynb", *others])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--porfile", "cpu"], "unrecognized argument: --porfile (did you mean --profile?)"),
+    (["train", "--arch", "resnet62"], "argument --arch: unknown architecture 'resnet62' (did you mean 'resnet26'?)"),
+    (["data", "prepare", "fmnistc", "--corruptions", "gausian_noise"],
+     "argument --corruptions: unknown corruption 'gausian_noise' (did you mean 'gaussian_noise'?)"),
+    (["bench", "corruptions", "--n", "-3"], "argument --n: expected a positive integer, got -3"),
+    (["bench", "corruptions", "--severity", "9"], "argument --severity: invalid choice: 9"),
+    (["grid", "table1", "--gpus-per-cell", "-1"], "argument --gpus-per-cell: expected a finite number >= 0, got -1"),
+    (["validate-alpha", "--heldout", "0"], "argument --heldout: expected a positive integer, got 0"),
+])
+def test_cli_options_checked_before_anything_runs(argv, message, monkeypatch, capsys):
+    for name in ("_cmd_run", "_cmd_train", "_cmd_data_prepare", "_cmd_bench_corruptions", "_cmd_grid",
+                 "_cmd_validate_alpha"):
+        monkeypatch.setattr(cli, name, lambda args: pytest.fail("the command ran"))
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err and "Traceback" not in err

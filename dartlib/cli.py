@@ -11,7 +11,7 @@ from dartlib.profiles import DEFAULT_PROFILE, profile_names
 from dartlib.registry import UnknownNameError
 
 VALIDATION_EPOCHS = 2  # g_phi length of ``validate-alpha`` unless --epochs says otherwise
-RESUMABLE = ("grid", "run")  # commands that keep finished work: an interrupted one is resumed by running it again
+RESUMABLE = ("grid", "run", "train")  # commands that keep finished work: an interrupted one is resumed by running it again
 
 
 def positive_int(text: str) -> int:
@@ -111,6 +111,14 @@ def _cmd_lab(args: argparse.Namespace) -> int:
 
     from dartlib.runner import lab_command
 
+    if args.token == "" and not args.insecure_no_token:
+        print("error: --token \"\" turns JupyterLab's authentication off: anyone who can reach the port (any user "
+              "of this machine) can run code as you; give a token, or leave --token out for a random one, or add "
+              "--insecure-no-token if that is really meant", file=sys.stderr)
+        return 2
+    if args.token == "":
+        print("WARNING: --insecure-no-token: JupyterLab runs WITHOUT authentication; anyone who can reach its port "
+              "can run code as you", file=sys.stderr)
     command = lab_command(port=args.port, token=args.token, open_browser=not args.no_browser)
     os.execv(command[0], command)
     return 0  # not reached: the process becomes JupyterLab
@@ -201,7 +209,7 @@ def _profile_source(profile: str):
     ckpt = checkpoint_path(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"], seed=p["seed"])
     if not ckpt.is_file():
         raise FileNotFoundError(f"no source checkpoint at {ckpt}; train it first: python -m dartlib train --profile {profile}")
-    model, _ = load_checkpoint(ckpt, device=device)
+    model, _ = load_checkpoint(ckpt, device=device, expect={"arch": p["source_arch"], "dataset": p["source_dataset"]})
     config = dart_config(p)
     return p, model, device, config
 
@@ -481,7 +489,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     lab = sub.add_parser("lab", help="JupyterLab on the suite (what `make lab` runs)")
     lab.add_argument("--port", type=positive_int, help="port (default: JupyterLab's, 8888 or the next free one)")
-    lab.add_argument("--token", help="the access token (default: a random one, printed)")
+    lab.add_argument("--token", help="the access token (default: a random one, printed); an empty one is refused "
+                                     "unless --insecure-no-token is given")
+    lab.add_argument("--insecure-no-token", action="store_true",
+                     help="allow --token \"\": no authentication, anyone reaching the port can run code as you")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.set_defaults(func=_cmd_lab)
 

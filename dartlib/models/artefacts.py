@@ -20,10 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import torch
 
+from dartlib.data.files import DamagedFileError
 from dartlib.paths import REPO_ROOT
 
 COMMITTED_DIR: Path = REPO_ROOT / "data" / "checkpoints"
@@ -119,13 +121,38 @@ def write_manifest(directory: Path = COMMITTED_DIR) -> Path:
     return path
 
 
+def read_manifest(path: Path = MANIFEST) -> dict:
+    """``MANIFEST.json``, checked: valid JSON holding a ``files`` list of entries, each with a
+    ``file`` name and a 64-digit ``sha256``; anything else raises
+    :class:`~dartlib.data.files.DamagedFileError` naming the file, the place and the remedy."""
+    remedy = (f"restore it with `git checkout -- {path}`, or rewrite it from the files with "
+              "`python -m dartlib artefacts manifest`")
+    try:
+        manifest = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise DamagedFileError(path, "not text", remedy) from None
+    except json.JSONDecodeError as err:
+        raise DamagedFileError(path, f"not valid JSON at line {err.lineno} column {err.colno} ({err.msg})", remedy) from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        raise DamagedFileError(path, "it holds no `files` list", remedy)
+    for i, entry in enumerate(manifest["files"]):
+        if not (isinstance(entry, dict) and isinstance(entry.get("file"), str)
+                and re.fullmatch(r"[0-9a-f]{64}", str(entry.get("sha256", "")))):
+            raise DamagedFileError(path, f"entry {i + 1} of `files` lacks a file name or a 64-digit sha256 "
+                                         f"({str(entry)[:80]})", remedy)
+    return manifest
+
+
 def verify_manifest(directory: Path = COMMITTED_DIR) -> list[str]:
     """Problems between the manifest and the files (empty when every listed file is present with
     its sha256, and every committed-stem file is listed)."""
     path = directory / MANIFEST.name
     if not path.is_file():
         return [f"{path}: missing; run `python -m dartlib artefacts manifest`"]
-    listed = {e["file"]: e for e in json.loads(path.read_text())["files"]}
+    try:
+        listed = {e["file"]: e for e in read_manifest(path)["files"]}
+    except DamagedFileError as err:
+        return [str(err)]
     problems = []
     for name, entry in listed.items():
         file = directory / name

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -287,12 +288,79 @@ def save_source(model: nn.Module, meta: dict, path: Path) -> Path:
     return path
 
 
-def load_checkpoint(path: Path | str, *, device: str = "cpu") -> tuple[nn.Module, dict]:
-    """A trained source model (eval mode) and its metadata."""
+class CheckpointMismatchError(DamagedFileError):
+    """A readable checkpoint that is not what its metadata, its name or the caller asks for (another
+    architecture, other weight shapes, another number of classes); the message names the file and
+    what differs."""
+
+    def __init__(self, path: Path | str, problem: str, remedy: str = REGENERATE) -> None:
+        super().__init__(path, problem, remedy)
+        self.args = (f"{path} does not match: {problem}. Remedy: {remedy}",)
+
+
+_NAME_KEYS = ("dataset", "arch", "recipe", "seed")
+
+
+def check_source_meta(path: Path, meta: object, *, expect: dict | None = None) -> None:
+    """Raise :class:`CheckpointMismatchError` when a source checkpoint's metadata names no known
+    architecture or number of classes, disagrees with the file's name
+    (:func:`checkpoint_path`: ``<dataset>-<arch>-<recipe>-seed<seed>.pt``), or with ``expect``
+    (what the caller, e.g. a profile, asks for: ``arch``, ``num_classes``, ``dataset``...)."""
+    from dartlib.models.backbones import ARCHITECTURES
+
+    path = Path(path)
+    remedy = _damaged_remedy(path)
+    if not isinstance(meta, dict):
+        raise DamagedFileError(path, f"its metadata is {type(meta).__name__}, not a mapping", remedy)
+    arch, classes = meta.get("arch"), meta.get("num_classes")
+    if not isinstance(arch, str) or arch.removesuffix("-imagenet") not in ARCHITECTURES:
+        raise CheckpointMismatchError(path, f"its metadata names architecture {arch!r}, not one of "
+                                            f"{', '.join(ARCHITECTURES)}", remedy)
+    if not isinstance(classes, int) or isinstance(classes, bool) or classes < 1:
+        raise CheckpointMismatchError(path, f"its metadata gives num_classes {classes!r}, not a positive integer", remedy)
+    if all(k in meta for k in _NAME_KEYS) and re.search(r"-seed\d+(\.partial)?\.pt$", path.name):
+        named = checkpoint_path(dataset=meta["dataset"], arch=arch, recipe=meta["recipe"], seed=meta["seed"],
+                                split=meta.get("train_split", "train"), directory=path.parent)
+        if named.name != path.name:
+            raise CheckpointMismatchError(path, f"it holds {arch} trained on {meta['dataset']} (recipe {meta['recipe']}, "
+                                                f"seed {meta['seed']}), which would be named {named.name}", remedy)
+    differ = [f"{key} {meta.get(key)!r} where {value!r} is asked for" for key, value in (expect or {}).items()
+              if meta.get(key) != value]
+    if differ:
+        raise CheckpointMismatchError(path, "its metadata has " + ", ".join(differ), remedy)
+
+
+def check_state_shapes(path: Path, meta: dict, wanted: dict, saved: object) -> None:
+    """Raise :class:`CheckpointMismatchError` unless ``saved`` holds exactly the entries of
+    ``wanted`` (a freshly built model's state), each of the same shape."""
+    remedy = _damaged_remedy(Path(path))
+    what = f"{meta['arch']} with {meta['num_classes']} classes (as its metadata says)"
+    if not isinstance(saved, dict) or not all(isinstance(v, torch.Tensor) for v in saved.values()):
+        raise DamagedFileError(path, "its 'model' entry is not a mapping of tensors", remedy)
+    missing = [k for k in wanted if k not in saved]
+    unexpected = [k for k in saved if k not in wanted]
+    if missing or unexpected:
+        raise CheckpointMismatchError(path, f"its weights are not those of {what}: {len(missing)} entries missing"
+                                            f"{f' (first {missing[0]})' if missing else ''}, {len(unexpected)} unexpected"
+                                            f"{f' (first {unexpected[0]})' if unexpected else ''}", remedy)
+    shapes = [(k, list(saved[k].shape), list(v.shape)) for k, v in wanted.items() if saved[k].shape != v.shape]
+    if shapes:
+        name, got, need = shapes[0]
+        more = f" ({len(shapes)} entries differ)" if len(shapes) > 1 else ""
+        raise CheckpointMismatchError(path, f"weight {name} has shape {got}, {what} needs {need}{more}", remedy)
+
+
+def load_checkpoint(path: Path | str, *, device: str = "cpu", expect: dict | None = None) -> tuple[nn.Module, dict]:
+    """A trained source model (eval mode) and its metadata. The metadata (architecture, number of
+    classes, the file's name, ``expect``: :func:`check_source_meta`) and every weight's shape
+    (:func:`check_state_shapes`) are checked before any weight is used."""
+    path = Path(path)
     blob = load_weights(path, map_location=device, required=("model", "meta"))
     meta = blob["meta"]
+    check_source_meta(path, meta, expect=expect)
     # An "-imagenet" suffix names the initialisation of a fine-tuned model, not its architecture;
     # the saved weights replace it, so loading needs no pretrained download.
     model = build(meta["arch"].removesuffix("-imagenet"), num_classes=meta["num_classes"]).to(device)
+    check_state_shapes(path, meta, model.state_dict(), blob["model"])
     model.load_state_dict(blob["model"])
     return model.eval(), meta

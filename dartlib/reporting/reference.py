@@ -122,8 +122,58 @@ def _as_text(column: pd.Series) -> np.ndarray:
     return np.array(["" if pd.isna(v) else str(v) for v in column], dtype=object)
 
 
-def _read(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+def read_table(path: Path, *, remedy: str) -> pd.DataFrame:
+    """A results CSV, read strictly: an empty or truncated file, a line with more or fewer fields
+    than the header, an ``n`` that is not a finite count >= 0 or an ``accuracy`` outside 0..100
+    raises :class:`~dartlib.data.files.DamagedFileError` naming the file, the line and ``remedy``
+    (never a parser traceback, never a comparison of what is left). A grid's file (a ``key``
+    column) is also read by the grid's own reader (:func:`dartlib.experiments.grid.read_results`:
+    one row per cell)."""
+    import csv
+
+    from dartlib.data.files import DamagedFileError
+
+    data = path.read_bytes()
+    if not data.strip():
+        raise DamagedFileError(path, "empty", remedy)
+    if not data.endswith(b"\n"):
+        lines = data.count(b"\n") + 1
+        raise DamagedFileError(path, f"its last line ({lines}) is cut short (a truncated file)", remedy)
+    try:
+        rows = list(csv.reader(data.decode("utf-8").splitlines()))
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise DamagedFileError(path, f"not a CSV file ({err})", remedy) from None
+    header = rows[0]
+    for line, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise DamagedFileError(path, f"line {line} has {len(row)} fields, the header {len(header)} "
+                                         f"({'an extra field' if len(row) > len(header) else 'a shifted or cut line'})",
+                                   remedy)
+    if len(rows) < 2:
+        raise DamagedFileError(path, "a header and no rows", remedy)
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    text = pd.read_csv(path, keep_default_na=False, dtype=str)  # the fields as written, for the messages
+    checks = {"n": ("a finite count >= 0", lambda v: np.isfinite(v) & (v >= 0) & (v == np.round(v))),
+              "accuracy": ("a number in 0..100", lambda v: np.isnan(v) | ((v >= 0) & (v <= 100)))}
+    for column, (allowed, holds) in checks.items():
+        if column not in frame:
+            continue
+        raw = frame[column]
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+        bad = ~holds(values) | (np.isnan(values) & raw.notna().to_numpy() & (raw.astype(str).str.lower() != "nan"))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DamagedFileError(path, f"line {i + 2} has {column} {text[column].iloc[i]!r}, not {allowed} "
+                                         f"({int(bad.sum())} such rows)", remedy)
+    if "key" in frame:
+        from dartlib.experiments.grid import read_results
+
+        read_results(path)
+    return frame
+
+
+def _read(path: Path, *, remedy: str = "") -> pd.DataFrame:
+    return read_table(path, remedy=remedy or "delete it and run the notebook that writes it again")
 
 
 def compare_profile(profile: str, *, reference: Path | None = None, results: Path | None = None) -> tuple[int, list[str]]:
@@ -140,7 +190,9 @@ def compare_profile(profile: str, *, reference: Path | None = None, results: Pat
             problems.append(f"{ours_path}: missing (the run should have written it; `python -m dartlib run "
                             f"--profile {profile}` runs every notebook)")
             continue
-        ours, stored = _read(ours_path), _read(stored_path)
+        ours = _read(ours_path, remedy=f"run the notebook that writes it again (`python -m dartlib run --profile "
+                                       f"{profile}`), or delete it first")
+        stored = _read(stored_path, remedy=f"restore it with `git checkout -- {stored_path}`")
         problems += compare_frames(ours, stored, file=stored_path.name)
         compared += int(stored.size)
     return compared, problems

@@ -146,7 +146,7 @@ def run_profile(
     _kernel_env()
     runs: list[NotebookRun] = []
     failed = False
-    bar = tqdm(paths, desc=f"notebooks ({profile})", unit="nb", disable=False)
+    bar = tqdm(paths, desc=f"notebooks ({profile})", unit="nb")  # TQDM_DISABLE=1 silences it
     for path in bar:
         if failed and not keep_going:
             runs.append(NotebookRun(path.stem, 0.0, "not run", "an earlier notebook failed"))

@@ -211,7 +211,8 @@ def _train_pass(
     first_epoch, earlier_seconds = _restore_pass(resume, identity, learners, device=device) if resume else (0, 0.0)
     names = ", ".join(sorted({c.variant for c in configs}))
     bar = tqdm(total=max(l.total for l in learners), initial=max(l.step for l in learners),
-               desc=f"intermediate training ({names}, {len(configs)} at once)", disable=not progress)
+               desc=f"intermediate training ({names}, {len(configs)} at once)",
+               **({} if progress else {"disable": True}))  # TQDM_DISABLE=1 silences it
 
     def logits_of(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         with torch.no_grad():

@@ -75,7 +75,8 @@ def bnadapt_streams(
     frozen = frozen_bn_adapted(model).to(device)
     jobs = [(c, s, float(p)) for c in corruptions for s, params in shifts.items() for p in params]
     out = []
-    for corruption, shift, param in tqdm(jobs, desc="BN-adapted streams", disable=not progress):
+    for corruption, shift, param in tqdm(jobs, desc="BN-adapted streams",
+                                         **({} if progress else {"disable": True})):  # TQDM_DISABLE=1 silences it
         data = load(dataset, corruption=corruption, severity=severity)
         order = stream_order(data.labels, shift=shift, shift_param=param, seed=seed, subset_size=subset_size)
         feats = stream_features(frozen, data.images, order, batch_size=batch_size, device=device)

@@ -32,7 +32,8 @@ def corruption_accuracy(
         raise ValueError(f"unknown method {method!r}; valid: noadapt, bnadapt")
     (use_source_statistics if method == "noadapt" else use_batch_statistics)(model)
     rows = []
-    for corruption in tqdm(corruptions, desc=f"{method} on {dataset}", disable=not progress):
+    # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
+    for corruption in tqdm(corruptions, desc=f"{method} on {dataset}", **({} if progress else {"disable": True})):
         ds = load(dataset, corruption=corruption, severity=severity)
         images, labels = ds.images[:limit], ds.labels[:limit]
         acc = batch_accuracy(model, images, labels, batch_size=batch_size, device=device)

@@ -16,6 +16,7 @@ from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.experiments.source_setup import SourceSetup, prepare_source
+from dartlib.models.training import load_weights
 from dartlib.paths import results_dir
 from dartlib.perf.costs import cost_table
 
@@ -78,8 +79,8 @@ def intermediate_timing(study: CostStudy) -> str:
     per_step = (time.perf_counter() - start) / steps
     n_int = len(protocols.class_balanced(study.setup.train.labels, per_class=config.per_class, seed=s["seed"]))
     steps_per_epoch = n_int // config.batch_size
-    recorded = torch.load(refiner_path(study.setup.checkpoint, config), map_location="cpu",
-                          weights_only=False)["meta"]
+    # weights_only (load_weights): a refiner file holds tensors and plain values, never code to run
+    recorded = load_weights(refiner_path(study.setup.checkpoint, config), required=("meta",))["meta"]
     return (f"{study.device_name}: {per_step * 1000:.1f} ms per step (a Dirichlet and an i.i.d. batch of "
             f"{config.batch_size}); {steps_per_epoch} steps per epoch over {n_int} images -> about "
             f"{per_step * steps_per_epoch / 60:.1f} min per epoch, {per_step * steps_per_epoch * config.epochs / 60:.1f}"

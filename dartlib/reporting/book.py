@@ -1,6 +1,7 @@
 """The results book: a static HTML site per profile, built by Sphinx with myst-nb from the
-profile's executed notebooks, plus four generated pages: an overview (what reproduces, the claims
-ledger), a gallery (every figure, captioned with the paper figure it reproduces), the deviations
+profile's executed notebooks, plus five generated pages: an overview (what reproduces, the claims
+ledger), the claims page (each claim's sentence, reading and checks with their margins in standard
+errors: ``claims.claims_page``), a gallery (every figure, captioned with the paper figure it reproduces), the deviations
 from the paper's settings, and the rendered tables (Table 1 with its per-corruption tables
 (Appendix, Tables 19 to 21), the cost table (Appendix, "additional cost"), every other table).
 
@@ -34,7 +35,7 @@ from dartlib.reporting.table1_report import per_corruption_table, rendered_table
 
 BOOK_DIR = REPO_ROOT / "build" / "book"
 DOCS_DIR = REPO_ROOT / "docs"
-STATUS_COLOURS = {"HOLDS": "#c8e6c9", "FAILS": "#ffcdd2", "NOT RUN": "#e0e0e0"}
+STATUS_COLOURS = {"HOLDS": "#c8e6c9", "WITHIN NOISE": "#fff9c4", "FAILS": "#ffcdd2", "NOT RUN": "#e0e0e0"}
 TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar")
 
 # figure file (figures/<profile>/<name>.png) -> what it reproduces; the gallery's captions
@@ -113,14 +114,17 @@ def markdown_table(frame: pd.DataFrame, *, digits: int = 1) -> str:
 
 
 def _claims_html(table: pd.DataFrame) -> str:
-    head = "<tr><th>claim</th><th>check</th><th>paper</th><th>ours</th><th>status</th><th>condition</th></tr>"
+    head = ("<tr><th>claim</th><th>check</th><th>paper</th><th>ours ± SE</th><th>status</th><th>condition</th>"
+            "<th>margin</th></tr>")
     rows = []
     for r in table.itertuples():
-        ours = "—" if math.isnan(r.ours) else f"{r.ours:.1f}"
+        ours = "—" if math.isnan(r.ours) else f"{r.ours:.1f} ± {r.se:.2f}"
+        paper = "—" if math.isnan(r.paper) else f"{r.paper:.1f}"
+        margin = "" if math.isnan(r.margin) else f"{r.margin:+.2f} SE"
         colour = STATUS_COLOURS[r.status]
         rows.append(f'<tr style="background:{colour}"><td>{html.escape(r.claim)}</td><td>{html.escape(r.check)}</td>'
-                    f"<td>{r.paper:.1f}</td><td>{ours}</td><td><b>{r.status}</b></td>"
-                    f"<td>{html.escape(r.condition)}</td></tr>")
+                    f"<td>{paper}</td><td>{ours}</td><td><b>{r.status}</b></td>"
+                    f"<td>{html.escape(r.condition)}</td><td>{margin}</td></tr>")
     return f'<table class="claims">\n{head}\n' + "\n".join(rows) + "\n</table>\n"
 
 
@@ -129,7 +133,7 @@ def overview_page(*, sources: BookSources, settings: dict) -> str:
     profile = sources.profile
     table = claims_ledger.evaluate(profile, corrupted_dataset=settings.get("corrupted_dataset"), folder=sources.results)
     counts = table["status"].value_counts()
-    texts = {c["id"]: c["text"] for c in claims_ledger.load_claims()}
+    texts = {c["id"]: " ".join(c["quote"].split()) for c in claims_ledger.load_claims()}
     failing = [f"- `{cid}`: {texts[cid]}" for cid in dict.fromkeys(table[table.status == "FAILS"].claim)]
     not_run = [f"- `{cid}`: {texts[cid]}" for cid in dict.fromkeys(table[table.status == "NOT RUN"].claim)]
     return "\n".join([
@@ -140,14 +144,15 @@ def overview_page(*, sources: BookSources, settings: dict) -> str:
         "## What reproduces", "",
         f"The claims ledger checks each quantitative claim of the paper against this profile's results "
         f"(`data/paper/claims.yaml`; reduced profiles test the direction and rough size of an effect, not the "
-        f"paper's number): **{int(counts.get('HOLDS', 0))} HOLDS, {int(counts.get('FAILS', 0))} FAILS, "
-        f"{int(counts.get('NOT RUN', 0))} NOT RUN** of {len(table)} checks.", "",
+        f"paper's number; each verdict at {claims_ledger.MARGIN_SE:g} standard errors, see the claims page): "
+        f"**{int(counts.get('HOLDS', 0))} HOLDS, {int(counts.get('WITHIN NOISE', 0))} WITHIN NOISE, "
+        f"{int(counts.get('FAILS', 0))} FAILS, {int(counts.get('NOT RUN', 0))} NOT RUN** of {len(table)} checks.", "",
         "Claims with a failing check:", "", *(failing or ["- none"]), "",
         "Claims not run on this profile (their data or grid is absent):", "", *(not_run or ["- none"]), "",
         "## The claims ledger", "",
         _claims_html(table),
         "## Pages", "",
-        "```{toctree}", ":maxdepth: 1", "", "gallery", "tables", "deviations", "notebooks", "```", "",
+        "```{toctree}", ":maxdepth: 1", "", "claims", "gallery", "tables", "deviations", "notebooks", "```", "",
     ])
 
 
@@ -334,7 +339,9 @@ def write_book_source(*, profile: str, out: Path) -> Path:
         shutil.copy2(png, out / "figures" / png.name)
     pages = {"index": overview_page(sources=sources, settings=settings), "gallery": gallery,
              "tables": tables_page(sources=sources, settings=settings), "deviations": deviations_page(sources=sources),
-             "notebooks": notebooks_page(sources=sources, names=names)}
+             "notebooks": notebooks_page(sources=sources, names=names),
+             "claims": claims_ledger.claims_page(sources={profile: (sources.results, settings.get("corrupted_dataset"))},
+                                                 title=f"The claims ledger ({profile} profile)")}
     for name, text in pages.items():
         (out / f"{name}.md").write_text(text)
     (out / "favicon.png").write_bytes(favicon_png())

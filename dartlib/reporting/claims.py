@@ -1,13 +1,41 @@
-"""The claims ledger (``data/paper/claims.yaml``): each quantitative claim of the paper with the
-table it rests on, checked against a profile's results as HOLDS, FAILS or NOT RUN.
+"""The claims ledger (``data/paper/claims.yaml``): every quantitative sentence of the paper that our
+results can speak to, each with one check per setting the sentence names, judged on a profile's
+results with its noise as HOLDS, FAILS, WITHIN NOISE or NOT RUN.
 
-See the header of ``claims.yaml`` for the quantities and conditions.
+Noise. Every results row carries its stream's sample count ``n``; the binomial standard error of
+its accuracy ``a`` (percent) is ``sqrt(a (100 - a) / n)`` points. A cell (one corruption, shift
+parameter and setting) run under several seeds is their mean, with the squared standard error
+``sum(SE_i^2) / k^2 + std_seeds^2 / k`` (binomial part of the mean plus the seed spread, added in
+quadrature: the spread already contains stream noise, so this errs towards WITHIN NOISE). A mean
+over m cells has ``sqrt(sum SE_cell^2) / m``. A gain, a drop or a comparison of two quantities
+combines both sides' errors as if the two streams were independent: the two sides of a gain see
+the same images, so their errors are positively correlated and the combined error is an upper
+bound (again erring towards WITHIN NOISE).
+
+Verdicts (reduced profiles smoke, cpu, gpu; ``margin`` is the distance from the condition's bound
+in standard errors, positive on the side the sentence asserts):
+
+* ``> B`` / ``< B``: the sentence asserts an effect. HOLDS when the margin exceeds +2, FAILS below
+  -2, WITHIN NOISE in between.
+* ``>= B`` / ``<= B``: the sentence asserts the absence of a loss ("without degradation", "does not
+  decline"). FAILS when the result lies beyond B on the wrong side by more than 2 SE; else HOLDS.
+* ``within T of B``: the sentence asserts two numbers agree ("comparable", "stable"). The margin
+  is ``(T - |x - B|) / SE``: HOLDS above +2, FAILS below -2, WITHIN NOISE in between.
+
+``B`` is a number, ``F*paper`` (F times the paper's value of the same check: where the sentence
+states a size, the reduced profiles ask for at least half of it) or a quantity of other rows
+(``accuracy(noadapt+none)``, ``drop(tent)``, ``accuracy(bnadapt+dart)[alpha=0.1]``). On the paper
+profile every check asks for the paper's number within ``tolerance`` points (default 1.5), judged
+the same way as ``within``. NOT RUN: the rows a check needs are absent.
+
+The paper is cited by section and table in ``claims.yaml``; :func:`claims_page` renders
+``docs/claims.md`` (and the book's claims page) from the ledger and the results.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-import operator
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,28 +44,62 @@ import pandas as pd
 import yaml
 
 from dartlib.experiments.grid import read_results
+from dartlib.paths import REPO_ROOT, results_dir
 from dartlib.reporting.paper import PAPER_DIR, load_table
-from dartlib.paths import results_dir
 from dartlib.reporting.tables import parse_params
 
 CLAIMS_FILE = PAPER_DIR / "claims.yaml"
+CLAIMS_PAGE = REPO_ROOT / "docs" / "claims.md"
 QUANTITIES = ("accuracy", "gain", "drop")
 REDUCED_PROFILES = ("smoke", "cpu", "gpu")
-_OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
-# "> 0", ">= -0.5", "< drop(tent)", "< accuracy(bnadapt+dart)", "< accuracy(tent+dart)[alpha=0.1]": a
-# number, or a quantity of another method (and refiner, and settings) on the same results
-_CONDITION = re.compile(r"^\s*(>=|<=|>|<)\s*(?:(-?\d+(?:\.\d+)?)|(accuracy|gain|drop)\((\w[\w-]*?)(?:\+(\w[\w-]*))?\)"
-                        r"(?:\[([^\]]*)\])?)\s*$")
+VERDICTS = ("HOLDS", "WITHIN NOISE", "FAILS", "NOT RUN")
+MARGIN_SE = 2.0  # the margin, in standard errors, beyond which a check is decided
+# the committed results each profile's column of docs/claims.md reads (smoke: its stored values)
+PAGE_RESULTS = {"smoke": REPO_ROOT / "tests" / "golden" / "smoke", "cpu": REPO_ROOT / "results" / "cpu",
+                "gpu": REPO_ROOT / "results" / "gpu"}
+_CELL = ["dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params"]
+_EXPANDED = ("method", "refiner", "shift_param", "params", "versus", "dataset")
+_REF = r"(accuracy|gain|drop)\((\w[\w-]*?)(?:\+(\w[\w-]*))?\)(?:\[([^\]]*)\])?"
+_BOUND = rf"(?:(?P<factor>-?\d+(?:\.\d+)?)\*paper|(?P<number>-?\d+(?:\.\d+)?)|{_REF})"
+_CONDITION = re.compile(rf"^\s*(?:(?P<op>>=|<=|>|<)|within\s+(?P<tol>\d+(?:\.\d+)?)\s+of)\s*{_BOUND}\s*$")
+_VERSUS = re.compile(r"^(?:(\w[\w-]*)\+)?(\w[\w-]*)(?:\[([^\]]*)\])?$")
 
 
-def load_claims(path: Path = CLAIMS_FILE) -> list[dict]:
+@dataclass(frozen=True)
+class Estimate:
+    """A mean accuracy (or a difference of two) in points, with its standard error."""
+
+    value: float
+    se: float
+
+    def __sub__(self, other: "Estimate") -> "Estimate":
+        return Estimate(self.value - other.value, math.hypot(self.se, other.se))
+
+
+NAN = Estimate(math.nan, math.nan)
+
+
+def _expand(check: dict) -> list[dict]:
+    """A check whose fields hold lists stands for one check per combination (in order)."""
+    keys = [k for k in _EXPANDED if isinstance(check.get(k), list)]
+    return [{**check, **dict(zip(keys, values))} for values in itertools.product(*(check[k] for k in keys))]
+
+
+def load_claims(*, path: Path = CLAIMS_FILE) -> list[dict]:
+    """The ledger, each check expanded to one per setting; every condition and quantity checked."""
     claims = yaml.safe_load(path.read_text())
     for claim in claims:
+        for field in ("id", "quote", "where", "reading", "table", "experiment", "dataset", "checks"):
+            if field not in claim:
+                raise ValueError(f"{claim.get('id', claim)}: no {field!r}")
+        claim["checks"] = [c for check in claim["checks"] for c in _expand(check)]
         for check in claim["checks"]:
             if check["quantity"] not in QUANTITIES:
                 raise ValueError(f"{claim['id']}: unknown quantity {check['quantity']!r}; valid: {', '.join(QUANTITIES)}")
             if not _CONDITION.match(str(check["reduced"])):
                 raise ValueError(f"{claim['id']}: cannot read condition {check['reduced']!r}")
+            if check.get("versus") is not None and not _VERSUS.match(str(check["versus"])):
+                raise ValueError(f"{claim['id']}: cannot read versus {check['versus']!r}")
     return claims
 
 
@@ -68,37 +130,76 @@ def _rows(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float 
     return rows
 
 
-def _mean(rows: pd.DataFrame) -> float:
-    return float(rows["accuracy"].mean()) if len(rows) else math.nan
+def cell_estimates(*, rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell (seeds pooled): ``accuracy`` (mean over seeds) and ``se``, the binomial
+    standard error of that mean with the seed spread ``std / sqrt(k)`` added in quadrature. Rows
+    without a sample count give a NaN ``se`` (the paper's tables)."""
+    frame = rows.assign(params=rows["params"].astype(str), shift_param=rows["shift_param"].astype(float).fillna(-1.0),
+                        severity=rows["severity"].astype(str), corruption=rows["corruption"].astype(str))
+    n = pd.to_numeric(frame["n"], errors="coerce")
+    frame = frame.assign(var=frame["accuracy"] * (100.0 - frame["accuracy"]) / n)
+    if "seed" in frame and frame.duplicated(_CELL + ["seed"]).any():
+        dup = frame[frame.duplicated(_CELL + ["seed"], keep=False)].iloc[0]
+        raise ValueError(f"two results rows for one cell and seed: {dict(dup[_CELL + ['seed']])}")
+    grouped = frame.groupby(_CELL, sort=False, dropna=False)
+    k = grouped["accuracy"].count()
+    seed_var = (grouped["accuracy"].std(ddof=1).fillna(0.0) ** 2) / k
+    out = pd.DataFrame({"accuracy": grouped["accuracy"].mean(), "se": ((grouped["var"].sum(min_count=1) / k**2
+                                                                       + seed_var) ** 0.5), "seeds": k})
+    return out.reset_index()
 
 
-def _difference(a: pd.DataFrame, b: pd.DataFrame) -> float:
+def mean_estimate(*, rows: pd.DataFrame) -> Estimate:
+    """The mean accuracy over the cells of ``rows`` with ``sqrt(sum SE_cell^2) / m``."""
+    if not len(rows):
+        return NAN
+    cells = cell_estimates(rows=rows)
+    return Estimate(float(cells["accuracy"].mean()), float(math.sqrt((cells["se"] ** 2).sum()) / len(cells))
+                    if cells["se"].notna().all() else math.nan)
+
+
+def _difference(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:
     """mean(a) - mean(b), where both average over the same corruptions; NaN otherwise (a grid
     still running: a difference of means over different streams says nothing about the effect)."""
-    if "corruption" in a and set(a["corruption"]) != set(b["corruption"]):
-        return math.nan
-    return _mean(a) - _mean(b)
+    if not len(a) or not len(b) or set(a["corruption"].astype(str)) != set(b["corruption"].astype(str)):
+        return NAN
+    return mean_estimate(rows=a) - mean_estimate(rows=b)
 
 
-def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> float:
-    """The check's quantity on a results frame (already restricted to the claim's data). A gain
-    or a drop is NaN unless its two sides cover the same corruptions."""
+def _versus(check: dict, method: str) -> tuple[str, str, str | None]:
+    """The (method, refiner, params) a gain is measured against: ``versus`` ("none", "dart-split",
+    "noadapt+none", "dart[alpha=0]"), by default the same method without a refiner."""
+    m, refiner, params = _VERSUS.match(str(check.get("versus") or "none")).groups()
+    return m or method, refiner, params if params is not None else check.get("params")
+
+
+def _corruptions(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> set[str]:
+    """The corruptions the check's own rows (of ``method``, default the check's) cover."""
+    rho = check["from"] if check["quantity"] == "drop" else check["shift_param"]
+    rows = _rows(frame, method=method or check["method"], refiner=check["refiner"], shift_param=rho,
+                 params=check.get("params"))
+    return set(rows["corruption"].astype(str))
+
+
+def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> Estimate:
+    """The check's quantity on a results frame (already restricted to the check's data), with its
+    standard error. A gain or a drop is NaN unless its two sides cover the same corruptions."""
     method = method or check["method"]
     refiner, rho, params = check["refiner"], check["shift_param"], check.get("params")
     rows = _rows(frame, method=method, refiner=refiner, shift_param=rho, params=params)
     if check["quantity"] == "accuracy":
-        return _mean(rows)
+        return mean_estimate(rows=rows)
     if check["quantity"] == "gain":
-        return _difference(rows, _rows(frame, method=method, refiner="none", shift_param=rho, params=params))
+        other_method, other_refiner, other_params = _versus(check, method)
+        return _difference(rows, _rows(frame, method=other_method, refiner=other_refiner, shift_param=rho,
+                                       params=other_params))
     return _difference(_rows(frame, method=method, refiner=refiner, shift_param=check["from"], params=params), rows)
 
 
-def _restrict(frame: pd.DataFrame, claim: dict, *, dataset: str, paper: bool) -> pd.DataFrame:
+def _restrict(frame: pd.DataFrame, spec: dict, *, dataset: str, paper: bool) -> pd.DataFrame:
     frame = frame[frame["dataset"] == dataset]
-    if "shift" in claim:
-        frame = frame[frame["shift"] == claim["shift"]]
-    if "params" in claim:
-        frame = frame[frame["params"].astype(str).str.contains(claim["params"], regex=False)]
+    if spec.get("shift"):
+        frame = frame[frame["shift"] == spec["shift"]]
     if paper and "corruption" in frame:
         mean = frame[frame["corruption"].isin(["mean", "avg", ""])]
         frame = mean if len(mean) else frame
@@ -111,67 +212,207 @@ class CheckResult:
     check: str
     paper: float
     ours: float
-    status: str  # HOLDS, FAILS, NOT RUN
+    se: float
+    bound: float
+    margin: float  # standard errors from the bound, positive on the asserted side
+    status: str  # one of VERDICTS
     condition: str
 
 
-def _describe(check: dict) -> str:
-    what = f"{check['quantity']} {check['method']}"
-    if check["quantity"] != "drop":
-        what += f"+{check['refiner']}" if check["refiner"] != "none" else ""
-    rho = check["shift_param"]
-    where = f"rho {check['from']:g}->{rho:g}" if check["quantity"] == "drop" else ("" if rho is None else f"at {rho:g}")
+def describe(*, check: dict) -> str:
+    """A check in words: "gain bnadapt+dart over none at 10 [alpha=0.1]", "drop tent 1->100"."""
+    rho, origin = check["shift_param"], check.get("from")
+    fmt = (lambda v: "balanced" if v is None else f"{v:g}")
+    refiner = f"+{check['refiner']}" if check["refiner"] != "none" else ""
+    what = f"{check['quantity']} {check['method']}{refiner}"
+    if check["quantity"] == "gain":
+        what += f" over {check.get('versus') or 'none'}"
+    where = f"{fmt(origin)}->{fmt(rho)}" if check["quantity"] == "drop" else ("" if rho is None else f"at {rho:g}")
     settings = f" [{check['params']}]" if check.get("params") else ""
-    return " ".join(part for part in (what, where) if part) + settings
+    dataset = f" ({check['dataset']})" if check.get("dataset_override") else ""
+    return " ".join(part for part in (what, where) if part) + settings + dataset
+
+
+def judge(*, ours: Estimate, bound: Estimate, op: str) -> tuple[float, str]:
+    """(margin in SE, verdict) of ``ours`` against ``bound`` under ``op`` (">", "<", ">=", "<=" or
+    "within T"); see the module docstring for the rules."""
+    se = math.hypot(ours.se, 0.0 if math.isnan(bound.se) else bound.se)
+    if math.isnan(ours.value) or math.isnan(bound.value):
+        return math.nan, "NOT RUN"
+    if math.isnan(se):
+        raise ValueError("results rows without a sample count n: no standard error, no verdict")
+    if op.startswith("within"):
+        distance = float(op.split()[1]) - abs(ours.value - bound.value)
+    else:
+        distance = ours.value - bound.value if op.startswith(">") else bound.value - ours.value
+    margin = distance / se if se > 0 else math.copysign(math.inf, distance) if distance else 0.0
+    if op in (">=", "<="):
+        return margin, "FAILS" if margin < -MARGIN_SE else "HOLDS"
+    return margin, "HOLDS" if margin > MARGIN_SE else "FAILS" if margin < -MARGIN_SE else "WITHIN NOISE"
+
+
+def _bound(match: re.Match, *, check: dict, paper: float, frame: pd.DataFrame | None) -> Estimate:
+    if match["factor"] is not None:
+        return Estimate(float(match["factor"]) * paper, 0.0)
+    if match["number"] is not None:
+        return Estimate(float(match["number"]), 0.0)
+    other_q, other_m, other_r, other_p = match.groups()[4:8]
+    other = {**check, "quantity": other_q, **({"refiner": other_r} if other_r else {}),
+             **({"params": other_p} if other_p is not None else {})}
+    # a comparison of means over different corruptions says nothing about the effect: not run
+    if frame is None or _corruptions(frame, other, method=other_m) != _corruptions(frame, check):
+        return NAN
+    return quantity(frame, other, method=other_m)
+
+
+def _condition_text(condition: str, *, bound: float) -> str:
+    return condition if "paper" not in condition or math.isnan(bound) else f"{condition} = {bound:.2f}"
 
 
 def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list[dict] | None = None,
              folder: Path | None = None) -> pd.DataFrame:
-    """Every check of every claim on ``results/<profile>/`` (or ``folder``); one row per check.
-
-    ``corrupted_dataset`` stands in for CIFAR-10-C (e.g. ``fmnistc`` on the smoke profile)."""
+    """Every check of every claim on ``results/<profile>/`` (or ``folder``); one row per check
+    (:class:`CheckResult`'s fields). ``corrupted_dataset`` stands in for CIFAR-10-C (e.g.
+    ``fmnistc`` on the smoke profile)."""
     claims = claims if claims is not None else load_claims()
     folder = folder or results_dir(profile)
+    files: dict[str, pd.DataFrame] = {}
+    tables: dict[str, pd.DataFrame] = {}
     rows = []
     for claim in claims:
-        paper = _restrict(load_table(claim["table"]), claim, dataset=claim["dataset"], paper=True)
-        ours_dataset = corrupted_dataset if (corrupted_dataset and claim["dataset"] == "cifar10c") else claim["dataset"]
-        frames = [_restrict(read_results(folder / f"{experiment}.csv"), claim, dataset=ours_dataset, paper=False)
-                  for experiment in claim["experiment"]]
-        frames = [f for f in frames if len(f)]
         for check in claim["checks"]:
-            p = quantity(paper, check)
+            spec = {**{k: claim.get(k) for k in ("table", "experiment", "dataset", "shift")}, **check}
+            spec["dataset_override"] = "dataset" in check and check["dataset"] != claim["dataset"]
+            if spec["table"] not in tables:
+                tables[spec["table"]] = load_table(spec["table"])
+            paper = quantity(_restrict(tables[spec["table"]], spec, dataset=spec["dataset"], paper=True), spec).value
+            ours_dataset = corrupted_dataset if (corrupted_dataset and spec["dataset"] == "cifar10c") else spec["dataset"]
+            frames = []
+            for experiment in spec["experiment"]:
+                if experiment not in files:
+                    files[experiment] = read_results(folder / f"{experiment}.csv")
+                frames.append(_restrict(files[experiment], spec, dataset=ours_dataset, paper=False))
             # the first listed results file that has this check's rows (a grid still running may
             # hold some of a claim's checks and not others)
-            ours, o = next(((f, q) for f in frames if not math.isnan(q := quantity(f, check))), (None, math.nan))
-            status, condition = "NOT RUN", str(check["reduced"])
-            if not math.isnan(o):
-                if profile in REDUCED_PROFILES:
-                    op, number, other_q, other_m, other_r, other_p = _CONDITION.match(condition).groups()
-                    other = {**check, "quantity": other_q, **({"refiner": other_r} if other_r else {}),
-                             **({"params": other_p} if other_p is not None else {})}
-                    target = float(number) if number is not None else quantity(ours, other, method=other_m)
-                    # a comparison with a quantity we have not computed is not run, not failed
-                    if not math.isnan(target):
-                        status = "HOLDS" if _OPS[op](o, target) else "FAILS"
-                else:
-                    tolerance = float(check.get("tolerance", 1.5))
-                    condition = f"within {tolerance:g} of the paper"
-                    status = "HOLDS" if abs(o - p) <= tolerance else "FAILS"
-            rows.append(CheckResult(claim["id"], _describe(check), p, o, status, condition).__dict__)
+            frame, ours = next(((f, q) for f in frames if len(f) and not math.isnan((q := quantity(f, spec)).value)),
+                               (None, NAN))
+            condition = str(check["reduced"])
+            if profile in REDUCED_PROFILES:
+                match = _CONDITION.match(condition)
+                bound = _bound(match, check=spec, paper=paper, frame=frame)
+                op = match["op"] or f"within {match['tol']}"
+            else:
+                tolerance = float(check.get("tolerance", 1.5))
+                bound, op, condition = Estimate(paper, 0.0), f"within {tolerance:g}", f"within {tolerance:g} of the paper"
+            margin, status = judge(ours=ours, bound=bound, op=op)
+            rows.append(CheckResult(claim["id"], describe(check=spec), paper, ours.value, ours.se, bound.value,
+                                    margin, status, _condition_text(condition, bound=bound.value)).__dict__)
     return pd.DataFrame(rows)
 
 
-def render(table: pd.DataFrame, *, profile: str) -> str:
-    """A plain-text report, one line per check, and a count per status."""
-    lines = [f"claims on profile {profile} (reduced profiles test the direction and rough size, not the number)"]
-    width = max([34, *map(len, table["check"])])
+def claim_verdicts(*, table: pd.DataFrame, claims: list[dict] | None = None) -> dict[str, str]:
+    """One verdict per claim from its checks: FAILS if any check fails, else WITHIN NOISE if any is
+    within noise, else HOLDS if any holds, else NOT RUN; a claim whose sentence says "in most
+    cases" (``aggregate: most``) holds when more than half of its run checks hold and fails when
+    at least half fail. " (k of n run)" is added where some checks are not run."""
+    aggregate = {c["id"]: c.get("aggregate", "all") for c in (claims if claims is not None else load_claims())}
+    verdicts = {}
     for claim_id, group in table.groupby("claim", sort=False):
-        lines.append(f"{claim_id}:")
-        for r in group.itertuples():
-            fmt = "+.1f" if r.check.startswith(("gain", "drop")) else ".1f"
-            ours = "—" if math.isnan(r.ours) else format(r.ours, fmt)
-            lines.append(f"  {r.status:<7} {r.check:<{width}} ours {ours:>6}  paper {format(r.paper, fmt)}  ({r.condition})")
+        counts = group["status"].value_counts()
+        run = len(group) - int(counts.get("NOT RUN", 0))
+        if aggregate.get(claim_id) == "most" and run:
+            verdict = ("HOLDS" if counts.get("HOLDS", 0) * 2 > run else
+                       "FAILS" if counts.get("FAILS", 0) * 2 >= run else "WITHIN NOISE")
+        else:
+            verdict = next((v for v in ("FAILS", "WITHIN NOISE", "HOLDS") if counts.get(v, 0)), "NOT RUN")
+        verdicts[claim_id] = verdict + (f" ({run} of {len(group)} run)" if 0 < run < len(group) else "")
+    return verdicts
+
+
+def count_line(*, table: pd.DataFrame) -> str:
+    """"HOLDS: a, WITHIN NOISE: b, FAILS: c, NOT RUN: d" over the checks of ``table``."""
     counts = table["status"].value_counts()
-    lines.append(", ".join(f"{s}: {int(counts.get(s, 0))}" for s in ("HOLDS", "FAILS", "NOT RUN")))
+    return ", ".join(f"{s}: {int(counts.get(s, 0))}" for s in VERDICTS)
+
+
+def _number(value: float, *, signed: bool) -> str:
+    return "—" if math.isnan(value) else format(value, "+.2f" if signed else ".2f")
+
+
+def _ours(r, *, signed: bool) -> str:
+    return "—" if math.isnan(r.ours) else f"{_number(r.ours, signed=signed)} ± {r.se:.2f}"
+
+
+def _margin(r) -> str:
+    return "" if math.isnan(r.margin) else f"{r.margin:+.2f} SE"
+
+
+def render(table: pd.DataFrame, *, profile: str) -> str:
+    """A plain-text report: one line per check (ours ± SE, the paper's value, the condition and the
+    margin in SE), a verdict per claim, and a count per verdict."""
+    lines = [f"claims on profile {profile} (verdicts at {MARGIN_SE:g} standard errors; reduced profiles test the "
+             f"direction and rough size, not the number)"]
+    width = max([34, *map(len, table["check"])])
+    verdicts = claim_verdicts(table=table)
+    for claim_id, group in table.groupby("claim", sort=False):
+        lines.append(f"{claim_id}: {verdicts[claim_id]}")
+        for r in group.itertuples():
+            signed = not r.check.startswith("accuracy")
+            lines.append(f"  {r.status:<12} {r.check:<{width}} ours {_ours(r, signed=signed):>15}  paper "
+                         f"{_number(r.paper, signed=signed):>6}  ({r.condition}; {_margin(r) or 'no margin'})")
+    lines.append(count_line(table=table))
     return "\n".join(lines)
+
+
+def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dict] | None = None,
+                title: str = "The claims ledger") -> str:
+    """A Markdown page of the ledger: for each claim the paper's sentence and where it stands, why
+    it is read this way, its verdict per profile, and each check with ours ± SE and the margin per
+    profile. ``sources`` maps a profile to (results folder, its stand-in for CIFAR-10-C)."""
+    claims = claims if claims is not None else load_claims()
+    tables = {p: evaluate(p, corrupted_dataset=ds, claims=claims, folder=folder) for p, (folder, ds) in sources.items()}
+    verdicts = {p: claim_verdicts(table=t, claims=claims) for p, t in tables.items()}
+    lines = [f"# {title}", "",
+             "Generated by `dartlib.reporting.claims.write_claims_page()` from `data/paper/claims.yaml` and the "
+             "committed results (" + ", ".join(f"{p}: `{f.relative_to(REPO_ROOT) if f.is_relative_to(REPO_ROOT) else f}`"
+                                               for p, (f, _) in sources.items()) + "); do not edit by hand.", "",
+             "Each claim quotes the paper's sentence as the LaTeX source has it, then one check per setting the "
+             "sentence names. Ours is the mean accuracy (or difference of means) ± its standard error: binomial "
+             "from each cell's n, combined over the averaged cells, with the seed spread added where several seeds "
+             "exist; the two sides of a difference are combined as independent streams (an upper bound: they "
+             "share the images). The margin is the distance from the condition's bound in standard errors, "
+             "positive on the side the sentence asserts. HOLDS: the asserted effect is there beyond 2 SE; "
+             "FAILS: contradicted beyond 2 SE; WITHIN NOISE: the effect is smaller than 2 SE either way; NOT RUN: "
+             "the rows are absent. `>=` / `<=` (no loss) fail only on a loss beyond 2 SE. Where a sentence "
+             "states a size, the reduced profiles ask for at least half of it (`0.5*paper`): the rough size, "
+             "not the number.", "",
+             "Checks over all claims: " + "; ".join(f"**{p}** {count_line(table=t)}" for p, t in tables.items()), ""]
+    for claim in claims:
+        lines += [f"## `{claim['id']}`", "", f"> {claim['quote'].strip()}", "", f"*{claim['where']}*", "",
+                  f"**Reading.** {' '.join(claim['reading'].split())}", "",
+                  "**Verdict.** " + " · ".join(f"{p}: {verdicts[p].get(claim['id'], 'NOT RUN')}" for p in tables), "",
+                  "| check | condition | paper | " + " | ".join(tables) + " |",
+                  "|---|---|---|" + "---|" * len(tables)]
+        first = next(iter(tables.values()))
+        for i, r in enumerate(first[first.claim == claim["id"]].itertuples()):
+            signed = not r.check.startswith("accuracy")
+            cells = []
+            for t in tables.values():
+                o = t[t.claim == claim["id"]].iloc[i]
+                cells.append(o.status if o.status == "NOT RUN" else f"{_ours(o, signed=signed)} ({_margin(o)}) {o.status}")
+            lines.append(f"| {r.check} | `{r.condition}` | {_number(r.paper, signed=signed)} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def page_sources(*, profiles: tuple[str, ...] = REDUCED_PROFILES) -> dict[str, tuple[Path, str | None]]:
+    """(committed results folder, corrupted stand-in) of each profile of ``docs/claims.md``."""
+    from dartlib.profiles import load_profile
+
+    return {p: (PAGE_RESULTS[p], load_profile(p).get("corrupted_dataset")) for p in profiles}
+
+
+def write_claims_page(*, path: Path = CLAIMS_PAGE) -> Path:
+    """Write ``docs/claims.md`` from the ledger and the committed smoke, cpu and gpu results."""
+    path.write_text(claims_page(sources=page_sources()))
+    return path

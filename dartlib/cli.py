@@ -54,6 +54,13 @@ def names_of(kind: str):
     return check
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument error is one line on stderr (the usage is one --help away), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
     """Exit 2 naming an unknown option of the chosen (sub)command and the nearest valid one."""
     import difflib
@@ -471,7 +478,7 @@ def _cmd_gpu_run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dartlib", description=__doc__)
+    parser = _Parser(prog="python -m dartlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute the numbered notebooks with papermill")

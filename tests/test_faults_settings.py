@@ -142,3 +142,4 @@ def test_cli_options_checked_before_anything_runs(argv, message, monkeypatch, ca
         cli.main(argv)
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err  # no usage block: one line, the usage is one --help away

@@ -324,7 +324,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dartlib.experiments import backbone_study, online
+    from dartlib.experiments import backbone_study, diagnosis, online
     from dartlib.experiments.grid import grid_status, parse_shard, run_grid, shard
     from dartlib.paths import results_dir
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
@@ -344,6 +344,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         "note_report": (prepare_context, profile_note_report_cells),
         "online_imbalance": (online.prepare_online_context, online.profile_cells),
         "backbone_study": (backbone_study.prepare_study_context, backbone_study.profile_cells),
+        "diagnosis": (diagnosis.prepare_diagnosis_context, diagnosis.diagnosis_cells),  # notebook 15
     }[args.experiment]
     params = load_profile(args.profile)  # a profile defines every notebook parameter (tests/test_runner.py)
     cells = make_cells(params)
@@ -362,19 +363,29 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     backend = args.backend or params.get("grid_backend", "local")
     if backend == "ray" and not args.status:
         return _grid_on_ray(args, cells, prepare, {k: v for k, v in params.items() if k in wanted})
-    # --status computes nothing: it loads the trained inputs for their digests (no training, no data)
+    # --status and --rekey train nothing: they load the trained inputs for their digests
     context, meta = prepare(**{k: v for k, v in params.items() if k in wanted}, progress=True,
-                            trained_only=args.status)[:2]
+                            trained_only=args.status or args.rekey)[:2]
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
+    if args.rekey:
+        from dartlib.experiments.grid import rekey
+
+        counts = rekey(cells, lambda cell: evaluate_cell(cell, context), path=path, legacy=context.legacy_inputs,
+                       current=context.inputs,
+                       sample_by=lambda c: f"{c.dataset}/{c.corruption}/{c.severity}" if args.rekey == "per-set" else "")
+        print(f"{path}: {counts['rekeyed']} rows re-keyed after {counts['sampled']} recomputed samples "
+              f"({counts['failed']} differed); {counts['unchanged']} already current; {counts['stale']} stale "
+              f"(the grid recomputes them)")
+        return 0
     if args.status:
         table = grid_status(cells, path=path, inputs=context.inputs)
         print(table.to_string())
         print(f"current {table.current.sum()} of {table.cells.sum()} cells; to compute: {table.stale.sum()} stale, "
               f"{table.missing.sum()} missing")
         return 0
-    shared = online.SHARED_RESULTS if args.experiment == "online_imbalance" else ()
+    shared = {"online_imbalance": online.SHARED_RESULTS, "diagnosis": diagnosis.SHARED_RESULTS}.get(args.experiment, ())
     reuse = [results_dir(args.profile) / name for name in shared]
     run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=path, experiment=args.experiment,
              inputs=context.inputs, reuse=reuse)
@@ -568,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     claims.set_defaults(func=_cmd_claims)
 
     grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
-    grid_.add_argument("experiment", choices=["table1", "note_report", "online_imbalance", "backbone_study"],
+    grid_.add_argument("experiment", choices=["table1", "note_report", "online_imbalance", "backbone_study", "diagnosis"],
                        help="table1: notebook 06's grid; note_report: its NOTE+DART cells with dart_use=report; "
                             "online_imbalance: notebook 11's; backbone_study: notebook 14's")
     grid_.add_argument("--profile", default=DEFAULT_PROFILE)
@@ -578,6 +589,10 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.add_argument("--methods", help="comma-separated methods to keep (e.g. note,sar: split the slow ones across workers)")
     grid_.add_argument("--status", action="store_true",
                        help="count current, stale and missing cells per method and refiner, and compute nothing")
+    grid_.add_argument("--rekey", nargs="?", const="per-set", choices=["per-set", "one"],
+                       help="give rows stored under engine revision 1's digest today's digest, once one recomputed "
+                            "cell per test set (per-set, the default) or one cell of the file (one: where another "
+                            "grid's samples have shown the test sets) equals its stored accuracy; the others stay stale")
     grid_.add_argument("--backend", choices=["local", "ray"],
                        help="local (default, or the profile's grid_backend): this process; ray: Ray workers "
                             "(docs/scale-out.md)")

@@ -65,10 +65,12 @@ def test_note_dart_use_reaches_the_adapter_through_a_cell_param():
     assert (default.dart_use, report.dart_use) == ("memory", "report")
 
 
-def test_method_revisions_move_the_input_digest_of_changed_methods_only():
+def test_method_revisions_move_the_input_digest_of_changed_methods_only(monkeypatch):
+    from dartlib.experiments import engine
     from dartlib.experiments.engine import Table1Context
     from dartlib.experiments.grid import Cell
 
+    monkeypatch.setattr(engine, "stream_digest", lambda cell: "no test data here")  # dataset "d" is fictional
     context = Table1Context(source=_model(), refiner=None)
     cell = dict(dataset="d", corruption="c", severity=5, shift="lt", shift_param=1.0, refiner="none", seed=0, params="")
     for method in ("tent", "ods", "sar"):

@@ -63,7 +63,8 @@ def _imbalanced_batches(labels: np.ndarray, config: DartConfig, epoch: int, n_ba
     seed = config.seed * 100003 + epoch
     if config.sampling == "unif-lt":
         return _unif_lt_batches(labels, batch_size=config.batch_size, n_batches=n_batches, rng=np.random.default_rng(seed))
-    order = dirichlet_stream(labels, delta=config.delta, n_chunks=config.n_dir, seed=seed)
+    order = dirichlet_stream(labels, delta=config.delta, n_chunks=config.n_dir, seed=seed,
+                             shuffle_chunks=config.chunk_order == "shuffled")
     return [order[i * config.batch_size : (i + 1) * config.batch_size] for i in range(n_batches)]
 
 
@@ -72,7 +73,7 @@ CALIBRATION_STEPS = 10  # step pairs whose d standardises DART-split's detector
 
 # The settings that decide the intermediate batches: refiners that agree on them read the same
 # batches and can train in one pass over them (:func:`train_refiners`).
-STREAM_FIELDS = ("seed", "per_class", "delta", "n_dir", "batch_size", "sampling")
+STREAM_FIELDS = ("seed", "per_class", "delta", "n_dir", "batch_size", "sampling", "chunk_order")
 
 
 def stream_signature(config: DartConfig) -> tuple:

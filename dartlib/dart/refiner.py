@@ -32,6 +32,11 @@ from torch.nn import functional as F
 OUTPUTS = ("wb", "w", "b")  # the affine refinement; "additive" selects AdditiveRefinementModule
 INPUTS = ("pbar-d", "pbar")
 PARAMETERISATIONS = ("residual", "direct")
+CHUNK_ORDERS = ("blocks", "shuffled")
+# Fields added to DartConfig after refiners were committed: they enter a config's dict (and so the
+# refiner's file name and every digest) only when set away from their default, so that the
+# refiners trained before them keep their names.
+LATER_FIELDS = {"chunk_order": "blocks"}
 
 
 def batch_statistics(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,6 +189,9 @@ class DartConfig:
     sampling: str = "dirichlet"  # or "unif-lt": uniform, LT rho=20 and inverse LT rho=20 batches
     per_class: int | None = None  # size of the class-balanced D_int per class (None: all)
     seed: int = 0
+    # The order of the classes inside a Dirichlet chunk, which the paper leaves open: "blocks" (NOTE's
+    # procedure: each class contiguous) or "shuffled" (the chunk's images in random order).
+    chunk_order: str = "blocks"
 
     def __post_init__(self) -> None:
         if self.variant not in ("dart", "dart-split"):
@@ -194,6 +202,8 @@ class DartConfig:
             raise ValueError("the additive-parameter variant exists for DART only, not DART-split")
         if self.sampling not in ("dirichlet", "unif-lt"):
             raise ValueError(f"unknown sampling {self.sampling!r}; valid: dirichlet, unif-lt")
+        if self.chunk_order not in CHUNK_ORDERS:
+            raise ValueError(f"unknown chunk_order {self.chunk_order!r}; valid: {', '.join(CHUNK_ORDERS)}")
 
 
 @dataclass
@@ -284,4 +294,9 @@ def adaptive_temperature(source_logits: torch.Tensor, train_stats: dict | None) 
 
 
 def config_dict(config: DartConfig) -> dict:
-    return asdict(config)
+    """The config's fields, without those of :data:`LATER_FIELDS` that hold their default."""
+    fields = asdict(config)
+    for name, default in LATER_FIELDS.items():
+        if fields[name] == default:
+            del fields[name]
+    return fields

@@ -112,14 +112,16 @@ def online_imbalance(labels: np.ndarray, *, ir: float, subset_size: int, seed: i
 
 
 def dirichlet_stream(
-    labels: np.ndarray, *, delta: float, n_chunks: int, seed: int, min_chunk: int = 10, max_tries: int = 10000
+    labels: np.ndarray, *, delta: float, n_chunks: int, seed: int, min_chunk: int = 10, max_tries: int = 10000,
+    shuffle_chunks: bool = False,
 ) -> np.ndarray:
     """NOTE's non-i.i.d. Dirichlet ordering of all indices (used for DART's intermediate batches).
 
     For each class, shuffle its indices and split them over ``n_chunks`` chunks with
     proportions ~ Dir(delta * 1), giving no more to chunks that already hold N / n_chunks
     samples; redo the pass until every chunk holds at least ``min_chunk`` samples. The stream
-    is then the chunks in order, each with its classes in random order as contiguous blocks.
+    is then the chunks in order, each with its classes in random order as contiguous blocks
+    (``shuffle_chunks``: each chunk's images in random order instead, the same chunks).
     Small delta or few chunks give batches dominated by few classes; large values approach
     i.i.d. Returns a permutation of ``arange(len(labels))``.
     """
@@ -145,8 +147,11 @@ def dirichlet_stream(
         raise RuntimeError(f"no Dirichlet split with every chunk >= {min_chunk} samples after {max_tries} tries")
     order: list[int] = []
     for chunk in chunks:
+        start = len(order)
         for c in rng.permutation(k):
             order.extend(chunk[c])
+        if shuffle_chunks:
+            order[start:] = rng.permutation(order[start:]).tolist()
     return np.asarray(order, dtype=np.int64)
 
 

@@ -9,6 +9,7 @@ test sets) are loaded once by the caller and passed in.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import inspect
 import os
@@ -46,17 +47,49 @@ class SharedSourceLogits:
 
     def __init__(self, source: nn.Module) -> None:
         self.frozen = frozen_bn_adapted(source)
-        self._memo: dict[tuple, torch.Tensor] = {}
+        self._memo: dict[str, torch.Tensor] = {}
         self.hits = 0
 
     def to(self, device: str | torch.device) -> SharedSourceLogits:
         self.frozen.to(device)
         return self
 
+    def __len__(self) -> int:
+        return len(self._memo)
+
+    def store_path(self, directory: Path) -> Path:
+        """Where :meth:`save` keeps this memo: named by the source weights, the torch version and
+        thread count (a forward's last bits may depend on both), so a file only ever serves the
+        computation that made it."""
+        tag = f"{weights_digest(self.frozen)[:16]}-torch{torch.__version__}-t{torch.get_num_threads()}"
+        return directory / f"source-logits-{tag}.pt"
+
+    def save(self, directory: Path) -> Path:
+        """Write the memo (CPU tensors) to :meth:`store_path`, atomically; returns the path."""
+        from dartlib.models.training import save_weights
+
+        path = self.store_path(directory)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_weights({"memo": {k: v.cpu() for k, v in self._memo.items()}}, path=path)
+        return path
+
+    def load(self, directory: Path) -> int:
+        """Add the entries :meth:`save` wrote for this source, torch version and thread count
+        (none where there is no such file); returns how many."""
+        from dartlib.models.training import load_weights
+
+        path = self.store_path(directory)
+        if not path.is_file():
+            return 0
+        memo = load_weights(path, required=("memo",))["memo"]
+        device = next(self.frozen.parameters()).device
+        self._memo.update({k: v.to(device) for k, v in memo.items()})
+        return len(memo)
+
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         data = x.detach().contiguous().cpu().numpy()
-        key = (tuple(x.shape), str(x.dtype), str(x.device), hashlib.blake2b(data.tobytes(), digest_size=16).digest())
+        key = f"{tuple(x.shape)}|{x.dtype}|{x.device}|{hashlib.blake2b(data.tobytes(), digest_size=16).hexdigest()}"
         if key in self._memo:
             self.hits += 1
         else:
@@ -81,16 +114,55 @@ class Table1Context:
     options: dict = field(default_factory=dict)  # per-method keyword options
     refiners: dict = field(default_factory=dict)  # further named refiners (e.g. "dart-split")
     share_source: bool = True  # one memoised f_theta0_bar for all cells (see SharedSourceLogits)
+    # a folder where that memo persists between runs (SharedSourceLogits.save), None: memory only
+    logits_store: Path | None = None
     _shared: SharedSourceLogits | None = field(default=None, init=False, repr=False)
+    _saved: int = field(default=0, init=False, repr=False)
+
+    # Fields that say where and how the forwards run, not what they compute (the cells' numbers
+    # depend on them at rounding level only; a profile's device is part of its name).
+    NOT_INPUTS = ("device", "share_source", "logits_store", "_shared", "_saved")
 
     def inputs(self, cell: Cell) -> str:
-        """A digest of what a cell's result depends on besides its configuration: the source
-        model's weights, the weights and settings of the refiner it uses, NOTE's IABN model and
-        the method's options (for :func:`dartlib.experiments.grid.run_grid`)."""
+        """A digest of everything a cell's result depends on besides its key (for
+        :func:`dartlib.experiments.grid.run_grid`): every field of this context (the test batch
+        size, the method's options, any field added later) with the trained inputs the cell reads
+        (the source model's weights, the weights and settings of its refiner, NOTE's IABN model),
+        the test stream itself (:func:`stream_digest`: the test images, labels and order) and
+        the revisions of the method and of the engine. Fields are read from the dataclass, not
+        from a list kept by hand, so that a new setting cannot be left out; only
+        :attr:`NOT_INPUTS` are skipped."""
+        parts = [f"engine@{ENGINE_REVISION}", f"{cell.method}@{tta.METHODS[cell.method].revision}",
+                 f"stream={stream_digest(cell)}"]
+        for f in dataclasses.fields(self):
+            if f.name in self.NOT_INPUTS:
+                continue
+            parts.append(f"{f.name}={self._input_value(f.name, cell)}")
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+    def _input_value(self, name: str, cell: Cell) -> str:
+        """The part of field ``name`` that ``cell`` reads, as text: of the keyed fields (the
+        refiners, the IABN model, the per-method options) the entry the cell selects, of every
+        other field its value (a module by its weights)."""
+        if name in ("refiner", "refiners"):
+            if name == "refiners" or cell.refiner == "none":
+                return ""  # both are read through the cell's refiner name, once
+            refiner = {"dart": self.refiner, **self.refiners}.get(cell.refiner)
+            return "absent" if refiner is None else _refiner_digest(refiner)
+        if name == "iabn":
+            return _state_digest(self.iabn) if cell.method == "note" and self.iabn is not None else ""
+        if name == "options":
+            return repr(sorted(self.options.get(cell.method, {}).items()))
+        value = getattr(self, name)
+        return _state_digest(value) if isinstance(value, nn.Module) else repr(value)
+
+    def legacy_inputs(self, cell: Cell) -> str:
+        """The digest of engine revision 1 (trained inputs, options and method revision only):
+        kept only to recognise the rows stored before :data:`ENGINE_REVISION` 2, which
+        ``python -m dartlib grid EXPERIMENT --rekey`` re-keys after recomputing a sample of them."""
         parts = [_state_digest(self.source)]
         if cell.refiner != "none":
-            named = {"dart": self.refiner, **self.refiners}
-            refiner = named.get(cell.refiner)
+            refiner = {"dart": self.refiner, **self.refiners}.get(cell.refiner)
             if refiner is not None:
                 parts.append(_state_digest(refiner.module) + repr(sorted(config_dict(refiner.config).items())))
                 parts.append(f"T={refiner.temperature},adaptive={refiner.adaptive_temperature}")
@@ -130,11 +202,30 @@ class Table1Context:
             # given ``source`` above; ODS's tracker keeps its own pre-trained copy): one memo serves all.
             if self._shared is None:
                 self._shared = SharedSourceLogits(self.source).to(self.device)
+                if self.logits_store is not None:
+                    self._saved = self._shared.load(self.logits_store)
+            elif self.logits_store is not None and len(self._shared) > self._saved:
+                self._shared.save(self.logits_store)  # what the cells before this one added
+                self._saved = len(self._shared)
             shared = self._shared
         return tta.make(cell.method, model.to(self.device), refiner=refiner, source_logits=shared, **options)
 
 
+# Bumped when the engine's computation of a cell changes; part of every cell's input digest.
+# 2: the digest itself covers every context field and the test stream (rows of 1 are re-keyed by
+# ``grid --rekey`` once a recomputed sample shows them current).
+ENGINE_REVISION = 2
+
 _DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _refiner_digest(refiner: Refiner) -> str:
+    """A refiner's weights (g_phi, DART-split's detector), settings and test-time temperature."""
+    parts = [_state_digest(refiner.module), repr(sorted(config_dict(refiner.config).items())),
+             f"T={refiner.temperature},adaptive={refiner.adaptive_temperature}"]
+    if refiner.detector is not None:
+        parts.append(_state_digest(refiner.detector))
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 def _state_digest(module: nn.Module) -> str:
@@ -237,6 +328,37 @@ def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         keep = np.sort(np.random.default_rng(cell.seed).permutation(len(labels))[:pool])
         images, labels = images[keep], labels[keep]
     return images, labels, stream_order(labels, cell)
+
+
+def stream_digest(cell: Cell) -> str:
+    """sha256 of a cell's test stream as the engine reads it (:func:`cell_stream`): the digest of
+    the test set it draws from (:func:`_set_digest`) and the labels and indices of the stream in
+    order. A regenerated corrupted set, another protocol, subset or pool changes the cells that
+    read it."""
+    images, labels, order = cell_stream(cell)
+    h = hashlib.sha256(_set_digest(cell).encode())
+    h.update(f"{images.shape}".encode())
+    h.update(np.ascontiguousarray(labels[order]).astype("<i8").tobytes())
+    h.update(np.ascontiguousarray(order).astype("<i8").tobytes())
+    return h.hexdigest()[:16]
+
+
+def _set_digest(cell: Cell) -> str:
+    """sha256 of the images and labels of the test set a cell draws from (before any pool)."""
+    size = int(cell_options(cell).get("size", 0))
+    return _set_digest_at(cell.dataset, cell.corruption, int(cell.severity or 0), size, _data_location())
+
+
+@lru_cache(maxsize=None)
+def _set_digest_at(dataset: str, corruption: str, severity: int, image_size: int, location: tuple) -> str:
+    if corruption == "mixed":
+        images, labels = _mixed_at(dataset, severity, location)
+    else:
+        data = _corrupted_at(dataset, corruption, severity, image_size, location)
+        images, labels = data.images, data.labels
+    h = hashlib.sha256(np.ascontiguousarray(images).data)
+    h.update(np.ascontiguousarray(labels).astype("<i8").tobytes())
+    return h.hexdigest()
 
 
 def evaluate_cell(cell: Cell, context: Table1Context, *, progress: bool = False) -> dict:

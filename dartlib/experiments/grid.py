@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import json
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from itertools import product
@@ -113,6 +114,14 @@ def read_results(path: Path) -> pd.DataFrame:
             raise DamagedFileError(path, f"line {i + 2} has {col} {raw.iloc[i]!r}, not a number"
                                    + (" in 0..100" if col == "accuracy" else "") + f" ({int(bad.sum())} such rows)",
                                    remedy)
+    keys = frame["key"].astype(str)
+    twice = keys[(keys != "") & keys.duplicated(keep=False)]
+    if len(twice):
+        lines = [i + 2 for i in twice.index[twice == twice.iloc[0]]]
+        raise DamagedFileError(path, f"lines {' and '.join(map(str, lines))} hold the same cell (key {twice.iloc[0]}) "
+                               f"with accuracies {', '.join(str(frame['accuracy'].iloc[i - 2]) for i in lines)} "
+                               f"({twice.nunique()} such keys); a cell has one result",
+                               "delete every row but the one to keep (or all of them and run the grid again)")
     return frame
 
 
@@ -242,8 +251,18 @@ def pending_cells(cells: list[Cell], *, path: Path, experiment: str, digests: di
                   reuse: Sequence[Path] = ()) -> list[Cell]:
     """The cells of a grid that are not current in ``path`` (missing, or stored with another input
     digest than ``digests`` gives), less those borrowed from ``reuse`` (see :func:`run_grid`), in grid order."""
-    todo = [c for c, state in zip(cells, _states(cells, path, digests)) if state != "current"]
+    states = _states(cells, path, digests)
+    stale = states.count("stale")
+    if stale:  # never used, never silently: say which file's rows are replaced
+        warnings.warn(f"{path}: {stale} stored row(s) were computed under other inputs than this run's (settings, "
+                      f"trained models, test data or code revision); they are not used, and are recomputed",
+                      StaleRowsWarning, stacklevel=3)
+    todo = [c for c, state in zip(cells, states) if state != "current"]
     return _borrow(todo, digests, reuse, path=path, experiment=experiment)
+
+
+class StaleRowsWarning(UserWarning):
+    """Stored rows of a grid whose input digest differs from the run's: they are recomputed."""
 
 
 def store_row(cell: Cell, result: dict, *, path: Path, experiment: str, seconds: float, digest: str) -> None:
@@ -269,3 +288,49 @@ def parse_params(params: str) -> dict[str, str]:
     if not isinstance(params, str) or not params:
         return {}
     return dict(item.split("=", 1) for item in params.replace(";", ",").split(",") if item)
+
+
+def rekey(cells: list[Cell], evaluate: Callable[[Cell], dict], *, path: Path, legacy: Callable[[Cell], str],
+          current: Callable[[Cell], str], sample_by: Callable[[Cell], str]) -> dict[str, int]:
+    """Give the rows stored under an older digest formula (``legacy``) the digest of today's
+    (``current``), once it is shown that they hold what today's computation gives: per group of
+    cells (``sample_by``, e.g. the test set a cell reads), one stored cell is recomputed and must
+    equal its stored accuracy (to the file's 6 significant digits); a group whose sample differs,
+    and every row whose stored digest is not the legacy one, keeps its digest (stale: the grid
+    recomputes it). Returns counts: rekeyed, unchanged (already current), stale, sampled, failed."""
+    done = read_results(path)
+    if not len(done):
+        return {"rekeyed": 0, "unchanged": 0, "stale": 0, "sampled": 0, "failed": 0}
+    stored = {k: (d, a) for k, d, a in zip(done["key"].astype(str), done["inputs"].astype(str), done["accuracy"])}
+    counts = {"rekeyed": 0, "unchanged": 0, "stale": 0, "sampled": 0, "failed": 0}
+    candidates: dict[str, list[Cell]] = {}
+    new_digest: dict[str, str] = {}
+    for cell in cells:
+        if cell.key not in stored:
+            continue
+        new_digest[cell.key] = current(cell)
+        if stored[cell.key][0] == new_digest[cell.key]:
+            counts["unchanged"] += 1
+        elif stored[cell.key][0] == legacy(cell):
+            candidates.setdefault(sample_by(cell), []).append(cell)
+        else:
+            counts["stale"] += 1
+    update: dict[str, str] = {}
+    for group, members in candidates.items():
+        sample = min(members, key=lambda c: (c.method != "bnadapt", c.refiner != "none", c.key))
+        counts["sampled"] += 1
+        value = float(f"{evaluate(sample)['accuracy']:.6g}")
+        if value == stored[sample.key][1]:
+            update.update({c.key: new_digest[c.key] for c in members})
+        else:
+            counts["failed"] += 1
+            counts["stale"] += len(members)
+    counts["rekeyed"] = len(update)
+    if update:
+        with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+            frame["inputs"] = [update.get(k, d) for k, d in zip(frame["key"], frame["inputs"])]
+            with atomic_path(path) as tmp:
+                frame.to_csv(tmp, index=False)
+    return counts

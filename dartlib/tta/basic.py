@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -61,11 +63,18 @@ class BNAdapt(Adapter):
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """f_theta is f_theta0_bar here: one forward gives both the logits and the statistics that
-        refine them, so no separate source forward is taken."""
-        logits = self.model(x)
-        if self.refiner is None:
-            return logits
-        return self.refiner(logits, logits)
+        refine them, so no separate source forward is taken. Where the context shares f_theta0_bar
+        (:meth:`share_source`) that forward is read from it: the same computation, so BNAdapt and
+        every refiner of a grid pay for one forward per batch."""
+        if self.source is None:
+            return self.model(x)
+        logits = self.source(x)
+        return logits if self.refiner is None else self.refiner(logits, logits)
+
+    def share_source(self, source_logits: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """BNAdapt's own forward is f_theta0_bar's, with or without a refiner: read it from the
+        shared copy too, so that BNAdapt and every BNAdapt+DART of a grid share one forward."""
+        self.source = source_logits
 
     @torch.no_grad()
     def adapt(self, x: torch.Tensor, refine: Refinement) -> torch.Tensor:

@@ -1,0 +1,161 @@
+"""The diagnosis of the two claims that fail on the cpu profile (notebook 15): Table 1's refiner
+varied one factor at a time.
+
+The failing quantities (Section 4, Table 1 and the CIFAR-10C-imb table):
+- DART's cost without label shift: BNAdapt+DART minus BNAdapt at rho = 1;
+- BNAdapt+DART minus NoAdapt on CIFAR-10C-imb at IR 20, 50 and 5000.
+
+Every variant is the profile's Table 1 refiner (:meth:`Settings.dart_config`) with the overrides
+of one :class:`Variant` (DartConfig fields). The refiners train in one pass per set of shared
+intermediate batches (:func:`dartlib.dart.intermediate.load_or_train_refiners`), resumable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dartlib.dart.refiner import DartConfig
+from dartlib.experiments.settings import Settings
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One setting of one factor: ``overrides`` are DartConfig fields applied to Table 1's refiner."""
+
+    name: str
+    factor: str
+    setting: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("table1", "reference", "Table 1's refiner"),
+    Variant("epochs50", "epochs", "50 (the paper's)", {"epochs": 50}),
+    Variant("alpha0.1-epochs50", "epochs", "50 at alpha 0.1 (the paper's both)", {"epochs": 50, "alpha": 0.1}),
+    Variant("alpha0", "alpha", "0", {"alpha": 0.0}),
+    Variant("alpha0.1", "alpha", "0.1 (the paper's)", {"alpha": 0.1}),
+    Variant("alpha1", "alpha", "1", {"alpha": 1.0}),
+    Variant("alpha10", "alpha", "10", {"alpha": 10.0}),
+    Variant("delta1", "Dirichlet delta", "1 (more imbalanced chunks; 0.1 admits no split of 250 chunks)", {"delta": 1.0}),
+    Variant("ndir10", "N_dir", "10 (chunks of 5,000: single-class batches)", {"n_dir": 10}),
+    Variant("shuffled", "order inside a chunk", "shuffled (not class blocks)", {"chunk_order": "shuffled"}),
+    Variant("batch200", "intermediate batch size", "200 (the test batch's)", {"batch_size": 200}),
+    Variant("perclass1000", "class-balanced D_int", "1,000 per class (not all 5,000)", {"per_class": 1000}),
+    Variant("seed1", "seed", "1 (g_phi's init and its batches)", {"seed": 1}),
+    Variant("seed2", "seed", "2 (g_phi's init and its batches)", {"seed": 2}),
+)
+
+
+def variant(name: str) -> Variant:
+    """The variant called ``name``."""
+    for v in VARIANTS:
+        if v.name == name:
+            return v
+    raise KeyError(f"unknown diagnosis variant {name!r}; valid: {', '.join(v.name for v in VARIANTS)}")
+
+
+def variant_config(*, settings: Settings, name: str) -> DartConfig:
+    """Table 1's refiner config under ``settings`` with the overrides of variant ``name``."""
+    return settings.dart_config(**variant(name).overrides)
+
+
+def train_variants(*, settings: Settings, names: list[str], device: str | None = None, progress: bool = True) -> list:
+    """Train (or load, or resume) the refiners of variants ``names``, one pass per set of shared
+    intermediate batches, in the order the names first need them. Returns (refiner, log) per name."""
+    from dartlib.dart.intermediate import load_or_train_refiners
+    from dartlib.experiments.source_setup import prepare_source
+
+    setup = prepare_source(settings=settings)
+    configs = [variant_config(settings=settings, name=name) for name in names]
+    return load_or_train_refiners(setup.checkpoint, setup.model, setup.train, configs, device=device, progress=progress)
+
+
+def trained_variants(*, settings: Settings) -> list[str]:
+    """The variants whose refiner is saved beside the profile's source checkpoint."""
+    from dartlib.dart.intermediate import refiner_path
+
+    checkpoint = _checkpoint(settings)
+    return [v.name for v in VARIANTS if refiner_path(checkpoint, variant_config(settings=settings, name=v.name)).is_file()]
+
+
+def _checkpoint(settings: Settings):
+    from dartlib.models.training import checkpoint_path
+
+    return checkpoint_path(dataset=settings["source_dataset"], arch=settings["source_arch"],
+                           recipe=settings["source_recipe"], seed=settings["seed"])
+
+
+# The failing quantities' streams: CIFAR-10C-LT at rho = 1 and CIFAR-10C-imb at these IRs.
+DIAGNOSIS_RHO = 1.0
+DIAGNOSIS_IRS = (20.0, 50.0, 5000.0)
+
+
+def diagnosis_cells(params: dict, *, names: list[str] | None = None) -> list:
+    """The grid of notebook 15, ordered so that a grid stopped part-way holds whole rows:
+
+    - the failing quantities' streams (CIFAR-10C-LT at rho = 1, CIFAR-10C-imb at each IR of
+      :data:`DIAGNOSIS_IRS`, seed 0): BNAdapt and NoAdapt (the cells of Table 1 and of the
+      online-imbalance grid, same keys), then BNAdapt with each trained variant's refiner, named
+      after the variant;
+    - the seed replicas (Section 5.1's "mean and std over seeds"): for each seed variant
+      (:data:`SEED_VARIANTS`) with a trained refiner, NoAdapt, BNAdapt and BNAdapt with that
+      refiner on every rho of ``lt_rhos`` and IR of ``online_irs``, the test streams drawn with the
+      same seed as the refiner (seed 0 is Table 1's refiner on Table 1's streams).
+
+    ``names``: the variants to include (default: every trained one)."""
+    from dartlib.experiments.grid import grid
+
+    settings = Settings.from_params(params)
+    names = trained_variants(settings=settings) if names is None else names
+
+    def lt(rhos, seed):
+        limit = params["table1_stream_limit"]
+        return dict(dataset=[params["corrupted_dataset"]], shift=["lt"], shift_param=[float(r) for r in rhos],
+                    corruption=list(params["table1_corruptions"]), severity=[params["severity"]], seed=[seed],
+                    params=[f"limit={limit}"] if limit else [""])
+
+    def imb(irs, seed):
+        return dict(dataset=[params["corrupted_dataset"]], shift=["online-imb"], shift_param=[float(r) for r in irs],
+                    corruption=list(params["online_corruptions"]), severity=[params["severity"]], seed=[seed],
+                    params=[f"subset={params['imb_subset_size']}"])
+
+    seed0 = params["seed"]
+    cells = grid(**lt([DIAGNOSIS_RHO], seed0), method=["bnadapt"], refiner=["none"])
+    cells += grid(**imb(DIAGNOSIS_IRS, seed0), method=["noadapt", "bnadapt"], refiner=["none"])
+    for name in names:
+        cells += grid(**lt([DIAGNOSIS_RHO], seed0), method=["bnadapt"], refiner=[name])
+        cells += grid(**imb(DIAGNOSIS_IRS, seed0), method=["bnadapt"], refiner=[name])
+    for name in (n for n in SEED_VARIANTS if n in names):
+        seed = variant_config(settings=settings, name=name).seed
+        cells += grid(**lt(params["lt_rhos"], seed), method=["bnadapt"], refiner=["none", name])
+        cells += grid(**imb(params["online_irs"], seed), method=["noadapt"], refiner=["none"])
+        cells += grid(**imb(params["online_irs"], seed), method=["bnadapt"], refiner=["none", name])
+    return list(dict.fromkeys(cells))  # a seed-0 replica cell may already be a failing-quantity cell
+
+
+# The refiners whose seed varies (g_phi's initialisation and its intermediate batches); each is
+# measured on test streams drawn with its own seed.
+SEED_VARIANTS = ("table1", "seed1", "seed2")
+
+
+def prepare_diagnosis_context(*, profile: str, progress: bool = False, trained_only: bool = False):
+    """Table 1's context (no NOTE) with every trained variant's refiner under its variant name.
+    Returns (context, source metadata)."""
+    from dartlib.dart.intermediate import load_or_train_refiners
+    from dartlib.experiments.engine import prepare_context
+    from dartlib.paths import data_root
+
+    settings = Settings.from_profile(profile)
+    context, meta = prepare_context(**settings.keywords(prepare_context), with_note=False, progress=progress,
+                                    trained_only=trained_only)
+    names = trained_variants(settings=settings)
+    configs = [variant_config(settings=settings, name=name) for name in names]
+    refiners = load_or_train_refiners(_checkpoint(settings), context.source, None, configs, progress=progress)
+    context.refiners.update({name: refiner for name, (refiner, _) in zip(names, refiners)})
+    context.logits_store = data_root() / "cache"  # BNAdapt's logits, shared by every variant and run
+    return context, meta
+
+
+# Results files whose rows of the same cells (the baselines), with the same input digests, are borrowed.
+SHARED_RESULTS = ("table1.csv", "online_imbalance.csv")

@@ -1,0 +1,147 @@
+"""A cached result is keyed by everything that made it: each setting a Table 1 cell reads, changed
+alone, turns its stored row stale; two rows of one cell are refused naming the file."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
+from dartlib.data.files import DamagedFileError
+from dartlib.experiments import engine
+from dartlib.experiments.engine import Table1Context, evaluate_cell
+from dartlib.experiments.grid import StaleRowsWarning, grid_status, read_results, run_grid
+from dartlib.experiments.table1 import table1_cells
+from dartlib.models.backbones import small_cnn
+
+
+@pytest.fixture()
+def fmnistc_dir(tmp_path, monkeypatch):
+    """A 10-class corrupted test set in the CIFAR-C layout (``fog``, 5 severities x 120 images),
+    found through ``DART_FMNISTC_DIR`` (the committed smoke models stay where they are)."""
+    folder = tmp_path / "FMNIST-C"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10), 12).astype(np.int64)
+    np.save(folder / "fog.npy", rng.integers(0, 255, size=(5 * len(labels), 32, 32, 3), dtype=np.uint8))
+    np.save(folder / "labels.npy", np.tile(labels, 5))
+    monkeypatch.setenv("DART_FMNISTC_DIR", str(folder))
+    return folder
+
+
+def _context() -> Table1Context:
+    torch.manual_seed(0)
+    return Table1Context(source=small_cnn(10, width=4).eval(),
+                         refiner=Refiner(module=RefinementModule(10, hidden=8), config=DartConfig()),
+                         iabn=small_cnn(10, width=4).eval(), batch_size=40, options={"tent": {"lr": 1e-3}})
+
+
+def _cells():
+    cells = table1_cells(dataset="fmnistc", corruptions=["fog"], rhos=[1], methods=["tent", "note"])
+    return {(c.method, c.refiner): c for c in cells}
+
+
+def _bumped(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy with one weight moved (a retrained model is another object: digests are memoised per
+    module object, whose weights a context never changes)."""
+    module = copy.deepcopy(module)
+    with torch.no_grad():
+        next(module.parameters()).add_(1e-3)
+    return module
+
+
+def _change_test_data(folder) -> None:
+    images = np.load(folder / "fog.npy")
+    images[-1, 0, 0, 0] ^= 1  # one bit of one pixel of severity 5's last image
+    np.save(folder / "fog.npy", images)
+    engine._corrupted_at.cache_clear()  # a new process reads the file afresh; this one caches it
+    engine._set_digest_at.cache_clear()
+
+
+# Each change alone, applied to a fresh context: (what, the cell it must turn stale, how).
+CHANGES = {
+    "test batch size": (("tent", "dart"), lambda ctx, folder: setattr(ctx, "batch_size", 20)),
+    "method options": (("tent", "none"), lambda ctx, folder: ctx.options.update(tent={"lr": 2e-3})),
+    "source weights": (("tent", "none"), lambda ctx, folder: setattr(ctx, "source", _bumped(ctx.source))),
+    "g_phi weights": (("tent", "dart"), lambda ctx, folder: setattr(ctx.refiner, "module", _bumped(ctx.refiner.module))),
+    "g_phi settings": (("tent", "dart"), lambda ctx, folder: setattr(ctx.refiner, "config", DartConfig(alpha=1.0))),
+    "test-time temperature": (("tent", "dart"), lambda ctx, folder: setattr(ctx.refiner, "temperature", 1.1)),
+    "NOTE's IABN model": (("note", "none"), lambda ctx, folder: setattr(ctx, "iabn", _bumped(ctx.iabn))),
+    "test data": (("tent", "none"), lambda ctx, folder: _change_test_data(folder)),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_each_setting_a_table1_cell_reads_changed_alone_turns_it_stale(change, fmnistc_dir, tmp_path):
+    which, apply = CHANGES[change]
+    cell = _cells()[which]
+    context = _context()
+    path = tmp_path / "table1.csv"
+    run_grid([cell], lambda c: {"n": 1, "accuracy": 50.0}, path=path, experiment="t", progress=False,
+             inputs=context.inputs)
+    assert grid_status([cell], path=path, inputs=context.inputs).current.sum() == 1
+    apply(context, fmnistc_dir)
+    assert grid_status([cell], path=path, inputs=context.inputs).stale.sum() == 1, change
+
+
+def test_method_and_engine_revisions_turn_cells_stale(fmnistc_dir, tmp_path, monkeypatch):
+    cell = _cells()[("tent", "none")]
+    context = _context()
+    before = context.inputs(cell)
+    monkeypatch.setattr(engine, "ENGINE_REVISION", engine.ENGINE_REVISION + 1)
+    assert context.inputs(cell) != before
+    monkeypatch.undo()
+    from dartlib import tta
+
+    monkeypatch.setattr(tta.METHODS["tent"], "revision", tta.METHODS["tent"].revision + 1)
+    assert context.inputs(cell) != before
+
+
+def test_a_field_added_to_the_context_enters_the_digest_without_a_list(fmnistc_dir):
+    """The digest reads every dataclass field: a subclass's new setting counts at once."""
+
+    @dataclasses.dataclass
+    class Wider(Table1Context):
+        stream_limit: int = 0
+
+    cell = _cells()[("tent", "none")]
+    base = _context()
+    wider = Wider(**{f.name: getattr(base, f.name) for f in dataclasses.fields(Table1Context) if f.init})
+    other = dataclasses.replace(wider, stream_limit=5)
+    assert wider.inputs(cell) != other.inputs(cell)
+
+
+def test_the_cells_own_fields_are_its_key():
+    """A cell's own fields (shift, rho, corruption, seed, params such as test_batch= or limit=) make
+    its key: changed, it is another cell, never a stored row reused."""
+    cell = _cells()[("tent", "dart")]
+    for change in ({"shift_param": 10.0}, {"corruption": "snow"}, {"seed": 1}, {"params": "test_batch=16"},
+                   {"params": "limit=100"}, {"severity": 4}, {"refiner": "dart-split"}):
+        assert dataclasses.replace(cell, **change).key != cell.key, change
+
+
+def test_a_row_under_another_test_batch_size_is_refused_and_recomputed(fmnistc_dir, tmp_path):
+    cell = _cells()[("tent", "none")]
+    context = _context()
+    path = tmp_path / "table1.csv"
+    run_grid([cell], lambda c: {"n": 1, "accuracy": 0.0}, path=path, experiment="t", progress=False,
+             inputs=lambda c: dataclasses.replace(context, batch_size=-5).inputs(c))
+    with pytest.warns(StaleRowsWarning, match=r"table1\.csv: 1 stored row\(s\) were computed under other inputs"):
+        rows = run_grid([cell], lambda c: evaluate_cell(c, context), path=path, experiment="t", progress=False,
+                        inputs=context.inputs)
+    assert rows.accuracy.iloc[0] > 0 and len(read_results(path)) == 1
+
+
+def test_two_rows_of_one_cell_are_refused_naming_the_file_and_both_lines(tmp_path):
+    cell = _cells()[("tent", "none")]
+    path = tmp_path / "table1.csv"
+    run_grid([cell], lambda c: {"n": 120, "accuracy": 61.83}, path=path, experiment="t", progress=False)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, lines[1].replace("61.83", "99.5")]) + "\n")
+    with pytest.raises(DamagedFileError, match=r"table1\.csv is damaged: lines 2 and 3 hold the same cell .* "
+                                               r"accuracies 61\.83, 99\.5"):
+        read_results(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -144,4 +145,17 @@ def test_two_rows_of_one_cell_are_refused_naming_the_file_and_both_lines(tmp_pat
     path.write_text("\n".join([*lines, lines[1].replace("61.83", "99.5")]) + "\n")
     with pytest.raises(DamagedFileError, match=r"table1\.csv is damaged: lines 2 and 3 hold the same cell .* "
                                                r"accuracies 61\.83, 99\.5"):
+        read_results(path)
+
+
+@pytest.mark.parametrize("n", ["nan", "-600", "inf", "12.5"])
+def test_a_row_whose_count_is_not_a_finite_count_is_refused_naming_the_line(n, tmp_path):
+    cell = _cells()[("tent", "none")]
+    path = tmp_path / "table1.csv"
+    run_grid([cell], lambda c: {"n": 120, "accuracy": 61.83}, path=path, experiment="t", progress=False)
+    header, row = path.read_text().splitlines()
+    fields = row.split(",")
+    fields[header.split(",").index("n")] = n
+    path.write_text(f"{header}\n{','.join(fields)}\n")
+    with pytest.raises(DamagedFileError, match=rf"table1\.csv is damaged: line 2 has n '{re.escape(n)}', not a finite count"):
         read_results(path)

@@ -176,6 +176,21 @@ class Table1Context:
             parts.append(f"{cell.method}@{revision}")
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
+    def shared_source(self) -> SharedSourceLogits:
+        """The memoised f_theta0_bar every cell shares, made on first use (with the entries
+        :attr:`logits_store` holds)."""
+        if self._shared is None:
+            self._shared = SharedSourceLogits(self.source).to(self.device)
+            if self.logits_store is not None:
+                self._saved = self._shared.load(self.logits_store)
+        return self._shared
+
+    def save_shared_source(self) -> None:
+        """Write the shared memo to :attr:`logits_store` if it has grown since it was last written."""
+        if self.logits_store is not None and self._shared is not None and len(self._shared) > self._saved:
+            self._shared.save(self.logits_store)
+            self._saved = len(self._shared)
+
     def adapter(self, cell: Cell) -> tta.Adapter:
         refiner = None
         if cell.refiner != "none":
@@ -200,14 +215,8 @@ class Table1Context:
         if self.share_source:
             # Every frozen copy an adapter would hold is f_theta0_bar of ``self.source`` (NOTE is
             # given ``source`` above; ODS's tracker keeps its own pre-trained copy): one memo serves all.
-            if self._shared is None:
-                self._shared = SharedSourceLogits(self.source).to(self.device)
-                if self.logits_store is not None:
-                    self._saved = self._shared.load(self.logits_store)
-            elif self.logits_store is not None and len(self._shared) > self._saved:
-                self._shared.save(self.logits_store)  # what the cells before this one added
-                self._saved = len(self._shared)
-            shared = self._shared
+            self.save_shared_source()  # what the cells before this one added
+            shared = self.shared_source()
         return tta.make(cell.method, model.to(self.device), refiner=refiner, source_logits=shared, **options)
 
 
@@ -286,7 +295,9 @@ def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
 def adapted_logits(adapter: tta.Adapter, images: np.ndarray, order: np.ndarray, *, batch_size: int,
                    device: str = "cpu", progress: bool = False, desc: str = "") -> Iterator[torch.Tensor]:
     """The logits an adapter returns for each batch of the stream, adapting as it goes."""
-    for idx in tqdm(list(batches(order, batch_size=batch_size)), desc=desc, disable=not progress, leave=False):
+    # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
+    bar = {} if progress else {"disable": True}
+    for idx in tqdm(list(batches(order, batch_size=batch_size)), desc=desc, leave=False, **bar):
         yield adapter(to_tensor(images[idx]).to(device))
 
 

@@ -109,10 +109,12 @@ def read_results(path: Path) -> pd.DataFrame:
         bad = frame[col].isna() & (raw.str.strip() != "") & (raw.str.lower() != "nan")
         if col == "accuracy":
             bad |= ~frame[col].between(0, 100)
+        if col == "n":  # a count: finite, >= 0, present
+            bad |= (raw.str.strip() != "") & ~(frame[col].between(0, float("inf")) & (frame[col] % 1 == 0))
         if bad.any():
             i = int(bad.to_numpy().nonzero()[0][0])
-            raise DamagedFileError(path, f"line {i + 2} has {col} {raw.iloc[i]!r}, not a number"
-                                   + (" in 0..100" if col == "accuracy" else "") + f" ({int(bad.sum())} such rows)",
+            what = {"accuracy": "a number in 0..100", "n": "a finite count >= 0"}.get(col, "a number")
+            raise DamagedFileError(path, f"line {i + 2} has {col} {raw.iloc[i]!r}, not {what} ({int(bad.sum())} such rows)",
                                    remedy)
     keys = frame["key"].astype(str)
     twice = keys[(keys != "") & keys.duplicated(keep=False)]

@@ -43,6 +43,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from dartlib.analysis.noise import NAN, Estimate, cell_estimates, mean_estimate
 from dartlib.experiments.grid import read_results
 from dartlib.paths import REPO_ROOT, results_dir
 from dartlib.reporting.paper import PAPER_DIR, load_table
@@ -57,26 +58,11 @@ MARGIN_SE = 2.0  # the margin, in standard errors, beyond which a check is decid
 # the committed results each profile's column of docs/claims.md reads (smoke: its stored values)
 PAGE_RESULTS = {"smoke": REPO_ROOT / "tests" / "golden" / "smoke", "cpu": REPO_ROOT / "results" / "cpu",
                 "gpu": REPO_ROOT / "results" / "gpu"}
-_CELL = ["dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params"]
 _EXPANDED = ("method", "refiner", "shift_param", "params", "versus", "dataset")
 _REF = r"(accuracy|gain|drop)\((\w[\w-]*?)(?:\+(\w[\w-]*))?\)(?:\[([^\]]*)\])?"
 _BOUND = rf"(?:(?P<factor>-?\d+(?:\.\d+)?)\*paper|(?P<number>-?\d+(?:\.\d+)?)|{_REF})"
 _CONDITION = re.compile(rf"^\s*(?:(?P<op>>=|<=|>|<)|within\s+(?P<tol>\d+(?:\.\d+)?)\s+of)\s*{_BOUND}\s*$")
 _VERSUS = re.compile(r"^(?:(\w[\w-]*)\+)?(\w[\w-]*)(?:\[([^\]]*)\])?$")
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A mean accuracy (or a difference of two) in points, with its standard error."""
-
-    value: float
-    se: float
-
-    def __sub__(self, other: "Estimate") -> "Estimate":
-        return Estimate(self.value - other.value, math.hypot(self.se, other.se))
-
-
-NAN = Estimate(math.nan, math.nan)
 
 
 def _expand(check: dict) -> list[dict]:
@@ -128,34 +114,6 @@ def _rows(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float 
         wanted = parse_params(params)
         rows = rows[[_settings_match(p, wanted, baseline=refiner == "none") for p in rows["params"]]]
     return rows
-
-
-def cell_estimates(*, rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell (seeds pooled): ``accuracy`` (mean over seeds) and ``se``, the binomial
-    standard error of that mean with the seed spread ``std / sqrt(k)`` added in quadrature. Rows
-    without a sample count give a NaN ``se`` (the paper's tables)."""
-    frame = rows.assign(params=rows["params"].astype(str), shift_param=rows["shift_param"].astype(float).fillna(-1.0),
-                        severity=rows["severity"].astype(str), corruption=rows["corruption"].astype(str))
-    n = pd.to_numeric(frame["n"], errors="coerce")
-    frame = frame.assign(var=frame["accuracy"] * (100.0 - frame["accuracy"]) / n)
-    if "seed" in frame and frame.duplicated(_CELL + ["seed"]).any():
-        dup = frame[frame.duplicated(_CELL + ["seed"], keep=False)].iloc[0]
-        raise ValueError(f"two results rows for one cell and seed: {dict(dup[_CELL + ['seed']])}")
-    grouped = frame.groupby(_CELL, sort=False, dropna=False)
-    k = grouped["accuracy"].count()
-    seed_var = (grouped["accuracy"].std(ddof=1).fillna(0.0) ** 2) / k
-    out = pd.DataFrame({"accuracy": grouped["accuracy"].mean(), "se": ((grouped["var"].sum(min_count=1) / k**2
-                                                                       + seed_var) ** 0.5), "seeds": k})
-    return out.reset_index()
-
-
-def mean_estimate(*, rows: pd.DataFrame) -> Estimate:
-    """The mean accuracy over the cells of ``rows`` with ``sqrt(sum SE_cell^2) / m``."""
-    if not len(rows):
-        return NAN
-    cells = cell_estimates(rows=rows)
-    return Estimate(float(cells["accuracy"].mean()), float(math.sqrt((cells["se"] ** 2).sum()) / len(cells))
-                    if cells["se"].notna().all() else math.nan)
 
 
 def _difference(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:

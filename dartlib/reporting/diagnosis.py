@@ -1,0 +1,146 @@
+"""Notebook 15's tables and figure: the two failing claims per variant of Table 1's refiner, and
+Table 1's BNAdapt rows over seeds beside the paper's mean +- std.
+
+Failing quantities (each mean over the corruptions, with its standard error,
+:mod:`dartlib.analysis.noise`):
+- ``cost``: BNAdapt+DART minus BNAdapt on CIFAR-10C-LT at rho = 1 (the paper: 0.0);
+- ``margin IR r``: BNAdapt+DART minus NoAdapt on CIFAR-10C-imb at IR r (the paper's from its
+  appendix table of CIFAR-10C-imb, :func:`paper_quantities`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from dartlib.analysis.noise import NAN, Estimate, mean_estimate
+from dartlib.experiments.diagnosis import DIAGNOSIS_IRS, DIAGNOSIS_RHO, SEED_VARIANTS, VARIANTS, variant
+from dartlib.reporting.paper import load_table
+
+
+def _select(rows: pd.DataFrame, *, method: str, refiner: str, shift: str, param: float, seed: int) -> pd.DataFrame:
+    at = rows["shift_param"].astype(float).sub(param).abs() < 1e-9
+    return rows[(rows["method"] == method) & (rows["refiner"] == refiner) & (rows["shift"] == shift) & at
+                & (rows["seed"].astype(int) == seed)]
+
+
+def _difference(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:
+    """mean(a) - mean(b) over the same corruptions (NaN while a side lacks some)."""
+    if not len(a) or set(a["corruption"]) != set(b["corruption"]):
+        return NAN
+    return mean_estimate(rows=a) - mean_estimate(rows=b)
+
+
+def failing_quantities(*, rows: pd.DataFrame, refiner: str, seed: int = 0) -> dict[str, Estimate]:
+    """The cost at rho = 1 and the margins over NoAdapt at each IR for BNAdapt with ``refiner``."""
+    out = {"cost": _difference(_select(rows, method="bnadapt", refiner=refiner, shift="lt", param=DIAGNOSIS_RHO,
+                                       seed=seed),
+                               _select(rows, method="bnadapt", refiner="none", shift="lt", param=DIAGNOSIS_RHO,
+                                       seed=seed))}
+    for ir in DIAGNOSIS_IRS:
+        out[f"IR {ir:g}"] = _difference(
+            _select(rows, method="bnadapt", refiner=refiner, shift="online-imb", param=ir, seed=seed),
+            _select(rows, method="noadapt", refiner="none", shift="online-imb", param=ir, seed=seed))
+    return out
+
+
+def paper_quantities() -> dict[str, float]:
+    """The failing quantities as the paper prints them (Table 1; the CIFAR-10C-imb appendix table)."""
+    lt = load_table("table1_main")
+    imb = load_table("app_cifar10c_imb")
+
+    def acc(frame, shift, param, method, refiner):
+        at = frame[(frame["dataset"] == "cifar10c") & (frame["corruption"] == "mean") & (frame["shift"] == shift)
+                   & (frame["shift_param"] == param) & (frame["method"] == method) & (frame["refiner"] == refiner)]
+        return float(at["accuracy"].iloc[0])
+
+    out = {"cost": acc(lt, "lt", DIAGNOSIS_RHO, "bnadapt", "dart") - acc(lt, "lt", DIAGNOSIS_RHO, "bnadapt", "none")}
+    for ir in DIAGNOSIS_IRS:
+        out[f"IR {ir:g}"] = acc(imb, "online-imb", ir, "bnadapt", "dart") - acc(imb, "online-imb", ir, "noadapt", "none")
+    return out
+
+
+def _pm(e: Estimate) -> str:
+    return "" if math.isnan(e.value) else f"{e.value:+.2f} ± {e.se:.2f}"
+
+
+def diagnosis_table(*, rows: pd.DataFrame, seconds: dict[str, float] | None = None) -> pd.DataFrame:
+    """One row per variant with results: factor, setting, the cost at rho = 1 and the margin over
+    NoAdapt at each IR (mean over corruptions ± SE), whether each moved beyond 2 SE from Table 1's
+    refiner, and (``seconds``) the refiner's training time."""
+    reference = failing_quantities(rows=rows, refiner="table1")
+    out = []
+    for v in VARIANTS:
+        if not (rows["refiner"] == v.name).any():
+            continue
+        q = failing_quantities(rows=rows, refiner=v.name)
+        row = {"factor": v.factor, "setting": v.setting, "variant": v.name}
+        for name, e in q.items():
+            row[name] = _pm(e)
+            ref = reference[name]
+            moved = e.value - ref.value
+            row[f"{name} vs Table 1"] = "" if v.name == "table1" or math.isnan(moved) else (
+                f"{moved:+.2f}" + (" *" if abs(moved) > 2 * math.hypot(e.se, ref.se) else ""))
+        if seconds is not None:
+            row["training (s)"] = seconds.get(v.name, math.nan)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def seed_table(*, rows: pd.DataFrame, lt_rhos, online_irs) -> pd.DataFrame:
+    """Table 1's BNAdapt rows (CIFAR-10C-LT) and CIFAR-10C-imb's NoAdapt, BNAdapt and BNAdapt+DART
+    over the seed replicas (:data:`SEED_VARIANTS`: g_phi's seed and the test stream's): per setting,
+    mean ± std over seeds of the mean over corruptions, the number of seeds, and the paper's
+    mean ± std (Table 1; the CIFAR-10C-imb appendix table)."""
+    paper = pd.concat([load_table("table1_main"), load_table("app_cifar10c_imb")])
+    paper = paper[(paper["dataset"] == "cifar10c") & (paper["corruption"] == "mean")]
+    out = []
+    for shift, params in (("lt", lt_rhos), ("online-imb", online_irs)):
+        for param in params:
+            for method, label in (("noadapt", "NoAdapt"), ("bnadapt", "BNAdapt"), ("bnadapt+dart", "BNAdapt+DART")):
+                if shift == "lt" and method == "noadapt":
+                    continue
+                per_seed = []
+                for name in SEED_VARIANTS:
+                    seed = 0 if name == "table1" else variant(name).overrides["seed"]
+                    base, _, dart = method.partition("+")
+                    sel = _select(rows, method=base, refiner=name if dart else "none", shift=shift,
+                                  param=float(param), seed=seed)
+                    if len(sel):
+                        per_seed.append(float(sel["accuracy"].mean()))
+                p = paper[(paper["shift"] == shift) & (paper["shift_param"] == float(param))
+                          & (paper["method"] == base) & (paper["refiner"] == ("dart" if dart else "none"))]
+                out.append({"benchmark": "CIFAR-10C-LT" if shift == "lt" else "CIFAR-10C-imb",
+                            "setting": f"{'rho' if shift == 'lt' else 'IR'} {param:g}", "method": label,
+                            "ours": f"{np.mean(per_seed):.1f} ± {np.std(per_seed, ddof=1):.1f}"
+                            if len(per_seed) > 1 else (f"{per_seed[0]:.1f}" if per_seed else ""),
+                            "seeds": len(per_seed),
+                            "paper": f"{p['accuracy'].iloc[0]:.1f} ± {p['std'].iloc[0]:.1f}" if len(p) else ""})
+    return pd.DataFrame(out)
+
+
+def diagnosis_figure(*, rows: pd.DataFrame):
+    """Per variant, the cost at rho = 1 and the margins over NoAdapt at each IR, ± 2 SE, with
+    Table 1's refiner's values as dotted lines and the paper's as grey marks."""
+    names = [v.name for v in VARIANTS if (rows["refiner"] == v.name).any()]
+    quantities = ["cost", *(f"IR {ir:g}" for ir in DIAGNOSIS_IRS)]
+    paper = paper_quantities()
+    fig, axes = plt.subplots(1, len(quantities), figsize=(12, 0.35 * len(names) + 1.6), sharey=True,
+                             layout="constrained")
+    for ax, name in zip(axes, quantities):
+        values = [failing_quantities(rows=rows, refiner=n)[name] for n in names]
+        y = np.arange(len(names))
+        ax.errorbar([e.value for e in values], y, xerr=[2 * e.se for e in values], fmt="o", color="C0", capsize=2)
+        ax.axvline(values[names.index("table1")].value if "table1" in names else np.nan, ls=":", color="C0")
+        ax.axvline(paper[name], color="0.5", lw=3, alpha=0.5, label="paper")
+        ax.axvline(0.0, color="k", lw=0.6)
+        ax.set_title(f"{'BNAdapt+DART − BNAdapt, ρ = 1' if name == 'cost' else 'BNAdapt+DART − NoAdapt, ' + name}",
+                     fontsize=9)
+        ax.set_xlabel("points (± 2 SE)")
+    axes[0].set_yticks(np.arange(len(names)), [f"{variant(n).factor}: {variant(n).setting}" for n in names], fontsize=8)
+    axes[0].invert_yaxis()
+    axes[-1].legend(fontsize=8, loc="lower right")
+    return fig

@@ -159,3 +159,16 @@ def test_sensitivity_figure_labels_the_methods_as_the_tables_do(tmp_path, monkey
     assert curves == ["NoAdapt", "BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"]
     assert [line.get_ydata()[0] for line in fig.axes[1].get_lines()] == [70.16, 71.16, 72.16, 73.16, 74.16]
     assert (tmp_path / "sensitivity.png").is_file()
+
+
+def test_a_single_seed_cell_shows_its_binomial_standard_error():
+    """One seed has no spread over seeds: the table shows the binomial SE of the mean over the
+    corruptions it averages, sqrt(sum a(100 - a)/n) / m, marked SE."""
+    ours = pd.DataFrame([
+        {"method": "bnadapt", "refiner": "none", "shift_param": 1.0, "corruption": c, "seed": 0, "accuracy": a, "n": 10000}
+        for c, a in (("fog", 80.0), ("snow", 60.0))])
+    table = report.table_beside_paper(ours, None)
+    e = table.loc[("BNAdapt", "1")]
+    assert e["ours"] == pytest.approx(70.0) and e["ours_n"] == 1
+    assert e["ours_se"] == pytest.approx(((80 * 20 + 60 * 40) / 10000) ** 0.5 / 2)
+    assert "**70.0** ± 0.32 SE" in report.render(table)

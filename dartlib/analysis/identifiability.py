@@ -116,3 +116,17 @@ def identifiability_study(*, settings: Settings, context: Table1Context, per_cla
                             batch_size=context.batch_size, per_class=per_class, seed=settings["seed"])
     context.save_shared_source()
     return table
+
+
+def identifiability_results(*, profile: str, compute: bool, per_class: int = 20) -> pd.DataFrame:
+    """``results/<profile>/identifiability.csv``: computed first (:func:`identifiability_study`
+    with notebook 15's context, whose BN-adapted forwards it shares) when ``compute``, else read."""
+    from dartlib.experiments.diagnosis import prepare_diagnosis_context
+    from dartlib.paths import results_dir
+
+    path = results_dir(profile) / "identifiability.csv"
+    if compute:
+        context, _ = prepare_diagnosis_context(profile=profile)
+        table = identifiability_study(settings=Settings.from_profile(profile), context=context, per_class=per_class)
+        table.to_csv(path, index=False, float_format="%.6g")
+    return pd.read_csv(path)

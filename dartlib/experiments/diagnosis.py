@@ -159,3 +159,53 @@ def prepare_diagnosis_context(*, profile: str, progress: bool = False, trained_o
 
 # Results files whose rows of the same cells (the baselines), with the same input digests, are borrowed.
 SHARED_RESULTS = ("table1.csv", "online_imbalance.csv")
+
+
+def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress: bool = False):
+    """Notebook 15's rows (``results/<profile>/diagnosis.csv``) and its refiners' provenance
+    (``diagnosis_refiners.csv``: file, sha256, training seconds of the pass and how many refiners
+    shared it). ``compute``: first train the refiners of ``names`` that are missing (hours on a
+    CPU, resumable: an interrupted pass continues from its last epoch) and compute the grid's
+    missing or stale cells; otherwise read the stored rows. Returns (rows, provenance)."""
+    import pandas as pd
+
+    from dartlib.experiments.engine import evaluate_cell
+    from dartlib.experiments.grid import read_results, run_grid, stored_rows
+    from dartlib.paths import results_dir
+
+    settings = Settings.from_profile(profile)
+    folder = results_dir(profile)
+    path, provenance = folder / "diagnosis.csv", folder / "diagnosis_refiners.csv"
+    if compute:
+        train_variants(settings=settings, names=names, progress=progress)
+        context, _ = prepare_diagnosis_context(profile=profile, progress=progress)
+        cells = diagnosis_cells(dict(settings.values), names=names)
+        run_grid(cells, lambda cell: evaluate_cell(cell, context), path=path, experiment="diagnosis",
+                 progress=progress, inputs=context.inputs, reuse=[folder / name for name in SHARED_RESULTS])
+        context.save_shared_source()
+        refiner_provenance(settings=settings, names=names).to_csv(provenance, index=False)
+    rows = read_results(path)
+    if compute:
+        rows = stored_rows(diagnosis_cells(dict(settings.values), names=names), path=path)
+    return rows, pd.read_csv(provenance) if provenance.is_file() else pd.DataFrame()
+
+
+def refiner_provenance(*, settings: Settings, names: list[str]):
+    """Per trained variant of ``names``: its refiner file, sha256, the seconds of the pass that
+    trained it, how many refiners shared that pass, and the seconds per refiner."""
+    import pandas as pd
+
+    from dartlib.dart.intermediate import refiner_path
+    from dartlib.models.artefacts import sha256_of
+    from dartlib.models.training import load_weights
+
+    rows = []
+    for name in names:
+        path = refiner_path(_checkpoint(settings), variant_config(settings=settings, name=name))
+        if not path.is_file():
+            continue
+        meta = load_weights(path, required=("meta",))["meta"]
+        seconds, shared = meta.get("seconds", float("nan")), meta.get("trained_with", 1)
+        rows.append({"variant": name, "file": path.name, "sha256": sha256_of(path), "pass_seconds": seconds,
+                     "refiners_in_pass": shared, "seconds_per_refiner": seconds / shared})
+    return pd.DataFrame(rows)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from dartlib.analysis.noise import NAN, Estimate, mean_estimate
 from dartlib.experiments.diagnosis import DIAGNOSIS_IRS, DIAGNOSIS_RHO, SEED_VARIANTS, VARIANTS, variant
+from dartlib.reporting.figures import save_figure
 from dartlib.reporting.paper import load_table
 
 
@@ -115,16 +116,17 @@ def seed_table(*, rows: pd.DataFrame, lt_rhos, online_irs) -> pd.DataFrame:
                           & (paper["method"] == base) & (paper["refiner"] == ("dart" if dart else "none"))]
                 out.append({"benchmark": "CIFAR-10C-LT" if shift == "lt" else "CIFAR-10C-imb",
                             "setting": f"{'rho' if shift == 'lt' else 'IR'} {param:g}", "method": label,
-                            "ours": f"{np.mean(per_seed):.1f} ± {np.std(per_seed, ddof=1):.1f}"
+                            "ours": f"{np.mean(per_seed):.1f} ± {np.std(per_seed):.1f}"
                             if len(per_seed) > 1 else (f"{per_seed[0]:.1f}" if per_seed else ""),
                             "seeds": len(per_seed),
                             "paper": f"{p['accuracy'].iloc[0]:.1f} ± {p['std'].iloc[0]:.1f}" if len(p) else ""})
     return pd.DataFrame(out)
 
 
-def diagnosis_figure(*, rows: pd.DataFrame):
+def diagnosis_figure(*, rows: pd.DataFrame, profile: str):
     """Per variant, the cost at rho = 1 and the margins over NoAdapt at each IR, ± 2 SE, with
-    Table 1's refiner's values as dotted lines and the paper's as grey marks."""
+    Table 1's refiner's values as dotted lines and the paper's as grey bands; saved as
+    ``figures/<profile>/diagnosis``."""
     names = [v.name for v in VARIANTS if (rows["refiner"] == v.name).any()]
     quantities = ["cost", *(f"IR {ir:g}" for ir in DIAGNOSIS_IRS)]
     paper = paper_quantities()
@@ -143,4 +145,5 @@ def diagnosis_figure(*, rows: pd.DataFrame):
     axes[0].set_yticks(np.arange(len(names)), [f"{variant(n).factor}: {variant(n).setting}" for n in names], fontsize=8)
     axes[0].invert_yaxis()
     axes[-1].legend(fontsize=8, loc="lower right")
+    save_figure(fig, profile=profile, name="diagnosis")
     return fig

@@ -53,8 +53,10 @@ def summarise(frame: pd.DataFrame, *, columns: str = "shift_param", value: str =
     if std is not None:
         out["std"] = grouped[std].mean()
     else:
-        out["std"] = grouped[value].std(ddof=0).fillna(0.0)
+        out["std"] = grouped[value].std(ddof=0).fillna(0.0)  # over seeds (population std, as numpy.std)
         out["n"] = grouped[value].count()
+        if "se" in frame:  # one seed: the binomial SE of its value (analysis.noise)
+            out["se"] = grouped["se"].mean().where(out["n"] == 1)
     return out
 
 
@@ -63,7 +65,8 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame | None, *, columns: str = "s
     """One row per (row, col): ours, ours_std, ours_n (seeds), paper, paper_std, delta; rows in ``row_order``
     (row labels, see :func:`row_label`; rows not listed follow), else in the order first seen in
     ``ours`` (then any only in the paper)."""
-    mine = summarise(ours, columns=columns).rename(columns={"mean": "ours", "std": "ours_std", "n": "ours_n"})
+    mine = summarise(ours, columns=columns).rename(columns={"mean": "ours", "std": "ours_std", "n": "ours_n",
+                                                            "se": "ours_se"})
     if paper is not None and len(paper):
         theirs = summarise(paper, columns=columns, std="std").rename(columns={"mean": "paper", "std": "paper_std"})
         table = mine.join(theirs, how="outer", sort=False)
@@ -78,10 +81,10 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame | None, *, columns: str = "s
     return table
 
 
-def _num(v: float, signed: bool = False) -> str:
+def _num(v: float, signed: bool = False, digits: int = 1) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
-    return f"{v:+.1f}" if signed else f"{v:.1f}"
+    return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
 
 
 def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> str:
@@ -118,8 +121,11 @@ def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> st
             pm = " ± " if fmt == "markdown" else "$\\pm$"
             if math.isnan(e["ours"]):
                 text = "–"
-            else:  # one seed has no spread to show
-                text = f"{ours}{pm}{_num(e['ours_std'])}" if e.get("ours_n", 2) > 1 else ours
+            elif e.get("ours_n", 2) > 1:
+                text = f"{ours}{pm}{_num(e['ours_std'])}"
+            else:  # one seed: its binomial SE, marked apart from a spread over seeds
+                se = e.get("ours_se", math.nan)
+                text = ours if math.isnan(se) else f"{ours}{pm}{_num(se, digits=2)}{' SE' if fmt == 'markdown' else '$^{se}$'}"
             if not math.isnan(e["paper"]):
                 delta = "n/c" if other_set.loc[(r, c)] else _num(e["delta"], signed=True)
                 text += f" ({_num(e['paper'])}; {delta})" if fmt == "markdown" else f" ({_num(e['paper'])}; ${delta}$)"
@@ -131,8 +137,10 @@ def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> st
     if fmt == "latex":
         lines += ["\\bottomrule", "\\end{tabular}"]
     else:
-        lines += ["", "Cells: ours mean ± std over seeds, or the value alone for one seed (paper's value; ours − paper); "
-                      "best of ours per column in bold."]
+        lines += ["", "Cells: ours mean ± std over seeds, or for one seed its value ± its binomial standard error "
+                      "(SE; a mean over corruptions: sqrt(sum of a(100 - a)/n) / their number) (paper's value: mean "
+                      "over its seeds; ours − paper); best of ours per column in bold. A difference within 2 SE is "
+                      "within noise."]
         if other_set.any():
             lines.append("n/c: not compared, ours averages over fewer corruptions than the paper's mean over all 15.")
     return "\n".join(lines) + "\n"
@@ -159,7 +167,13 @@ def table_beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, col
     over all 15 of CIFAR-10-C). A cell of ours that averages over a different set is shown beside
     the paper's value but gets no delta (rendered "n/c"), since the two means are not of the same
     thing (a row run on a subset of corruptions, or a grid still running)."""
-    per_seed = results.groupby(["method", "refiner", columns, "seed"], as_index=False, sort=False)["accuracy"].mean()
+    keys = ["method", "refiner", columns, "seed"]
+    per_seed = results.groupby(keys, as_index=False, sort=False)["accuracy"].mean()
+    if "n" in results:  # the binomial SE of each per-seed mean over the cells it averages
+        n = pd.to_numeric(results["n"], errors="coerce")
+        var = results.assign(var=results["accuracy"] * (100.0 - results["accuracy"]) / n)
+        grouped = var.groupby(keys, sort=False)["var"]
+        per_seed["se"] = ((grouped.sum(min_count=1) ** 0.5) / grouped.count()).to_numpy()
     table = compare(per_seed, paper, columns=columns, row_order=row_order)
     if paper_covers is not None and paper is not None:
         for key in _covering_other_sets(results, columns=columns, covers=paper_covers):

@@ -1,0 +1,122 @@
+"""Notebook 15's grid and tables: its baseline cells are Table 1's and the online grid's (same keys,
+so their rows are borrowed), and its quantities carry their standard errors."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from dartlib.experiments import diagnosis, online, table1
+from dartlib.experiments.settings import Settings
+from dartlib.reporting.diagnosis import diagnosis_table, failing_quantities, seed_table
+
+
+def _params() -> dict:
+    return dict(Settings.from_profile("cpu").values)
+
+
+def test_baseline_cells_are_table1s_and_the_online_grids_so_their_rows_are_borrowed():
+    params = _params()
+    cells = diagnosis.diagnosis_cells(params, names=["table1", "alpha0", "seed1"])
+    keys = {c.key for c in cells}
+    lt_bnadapt = [c for c in table1.profile_cells(params) if c.method == "bnadapt" and c.refiner == "none"
+                  and c.shift_param == 1.0]
+    imb = [c for c in online.profile_cells(params) if c.method in ("noadapt", "bnadapt") and c.refiner == "none"
+           and c.shift_param in diagnosis.DIAGNOSIS_IRS]
+    assert len(lt_bnadapt) == 15 and len(imb) == 90
+    assert {c.key for c in lt_bnadapt + imb} <= keys
+    seed1 = [c for c in cells if c.seed == 1]
+    assert {c.refiner for c in seed1} == {"none", "seed1"}
+    assert {(c.shift, c.shift_param) for c in seed1} == {("lt", 1.0), ("lt", 10.0), ("lt", 100.0), ("online-imb", 1.0),
+                                                          ("online-imb", 20.0), ("online-imb", 50.0),
+                                                          ("online-imb", 5000.0)}
+    assert len(keys) == len(cells)
+
+
+def test_unknown_variant_names_the_valid_ones():
+    with pytest.raises(KeyError, match="unknown diagnosis variant 'alpha2'; valid: table1, epochs50"):
+        diagnosis.variant("alpha2")
+
+
+def test_every_variant_changes_one_factor_of_table1s_refiner_and_gets_its_own_file():
+    from pathlib import Path
+
+    from dartlib.dart.intermediate import refiner_path
+
+    settings = Settings.from_profile("cpu")
+    base = diagnosis.variant_config(settings=settings, name="table1")
+    paths = {refiner_path(Path("m.pt"), diagnosis.variant_config(settings=settings, name=v.name)) for v in diagnosis.VARIANTS}
+    assert len(paths) == len(diagnosis.VARIANTS)
+    for v in diagnosis.VARIANTS:
+        config = diagnosis.variant_config(settings=settings, name=v.name)
+        changed = {f for f in v.overrides if getattr(config, f) != getattr(base, f)}
+        assert changed == set(v.overrides), v.name
+    assert (base.alpha, base.epochs, base.delta, base.n_dir, base.batch_size) == (30.0, 10, 10.0, 250, 64)
+
+
+def _rows(refiner_acc: float, *, n: int = 10000) -> pd.DataFrame:
+    rows = []
+    for c in ("fog", "snow"):
+        rows.append(dict(shift="lt", shift_param=1.0, method="bnadapt", refiner="none", corruption=c, accuracy=70.0))
+        rows.append(dict(shift="lt", shift_param=1.0, method="bnadapt", refiner="table1", corruption=c,
+                         accuracy=refiner_acc))
+        for ir in diagnosis.DIAGNOSIS_IRS:
+            rows.append(dict(shift="online-imb", shift_param=ir, method="noadapt", refiner="none", corruption=c,
+                             accuracy=60.0))
+            rows.append(dict(shift="online-imb", shift_param=ir, method="bnadapt", refiner="table1", corruption=c,
+                             accuracy=50.0))
+    frame = pd.DataFrame(rows)
+    return frame.assign(dataset="cifar10c", severity=5, params="", seed=0, n=n)
+
+
+def test_failing_quantities_are_differences_of_means_with_their_binomial_se():
+    q = failing_quantities(rows=_rows(69.0), refiner="table1")
+    assert q["cost"].value == pytest.approx(-1.0)
+    se = math.hypot(math.sqrt(2 * 69 * 31 / 10000) / 2, math.sqrt(2 * 70 * 30 / 10000) / 2)
+    assert q["cost"].se == pytest.approx(se)
+    assert q["IR 5000"].value == pytest.approx(-10.0)
+    table = diagnosis_table(rows=_rows(69.0))
+    assert table.loc[0, "cost"] == f"-1.00 ± {se:.2f}"
+
+
+def test_seed_table_gives_mean_and_std_over_seeds_beside_the_papers():
+    frames = []
+    for name, seed, acc in (("table1", 0, 70.0), ("seed1", 1, 72.0), ("seed2", 2, 74.0)):
+        f = _rows(acc)
+        f = f.assign(seed=seed, refiner=f["refiner"].replace("table1", name))
+        frames.append(f)
+    table = seed_table(rows=pd.concat(frames), lt_rhos=[1], online_irs=[])
+    row = table[table["method"] == "BNAdapt+DART"].iloc[0]
+    assert (row["ours"], row["seeds"], row["paper"]) == (f"72.0 ± {pd.Series([70, 72, 74]).std(ddof=0):.1f}", 3,
+                                                         "85.2 ± 0.1")
+
+
+def test_shuffled_chunks_hold_the_same_images_in_another_order():
+    import numpy as np
+
+    from dartlib.data.protocols import dirichlet_stream
+
+    labels = np.repeat(np.arange(10), 500)
+    blocks = dirichlet_stream(labels, delta=10.0, n_chunks=25, seed=0)
+    shuffled = dirichlet_stream(labels, delta=10.0, n_chunks=25, seed=0, shuffle_chunks=True)
+    assert sorted(blocks) == sorted(shuffled) == list(range(5000))
+    runs = lambda order: int((np.diff(labels[order]) != 0).sum())  # class changes along the stream
+    assert runs(shuffled) > 5 * runs(blocks)
+    chunk = 5000 // 25  # the chunks are cut the same: their first chunk holds the same images
+    assert set(blocks[:150]) <= set(shuffled[:chunk + 60])
+
+
+def test_a_field_added_later_keeps_the_names_of_refiners_trained_before_it():
+    from pathlib import Path
+
+    from dartlib.dart.intermediate import refiner_path
+    from dartlib.dart.refiner import DartConfig, config_dict
+
+    assert "chunk_order" not in config_dict(DartConfig())
+    assert config_dict(DartConfig(chunk_order="shuffled"))["chunk_order"] == "shuffled"
+    config = diagnosis.variant_config(settings=Settings.from_profile("cpu"), name="table1")
+    # the committed Table 1 refiner of the cpu profile (data/checkpoints/MANIFEST.json)
+    assert refiner_path(Path("cifar10-resnet26-w16-cpu-seed0.pt"), config).name == \
+        "cifar10-resnet26-w16-cpu-seed0.dart-a11600d3ac18.pt"

@@ -83,11 +83,3 @@ def test_a_planted_upward_import_is_found(tmp_path):
 def test_the_top_level_holds_only_the_base_and_the_entry_points():
     top = {p.stem for p in PACKAGE.glob("*.py")}
     assert top <= BASE | ENTRY, f"modules at dartlib's top level outside the base and entry points: {top - BASE - ENTRY}"
-
-
-@pytest.mark.parametrize("old", ["dartlib.table1", "dartlib.training", "dartlib.report"])
-def test_a_moved_module_names_its_new_place(old):
-    import importlib
-
-    with pytest.raises(ModuleNotFoundError, match="moved to dartlib"):
-        importlib.import_module(old)

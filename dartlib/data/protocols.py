@@ -18,6 +18,10 @@ from dartlib.paths import data_root
 from dartlib.registry import Registry
 
 
+# The test batch of the paper's CIFAR experiments (Appendix A: "to 200 for CIFAR benchmarks"); every
+# signature that batches a test stream defaults to it.
+TEST_BATCH_SIZE = 200
+
 def _classes(labels: np.ndarray) -> tuple[np.ndarray, int]:
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size == 0:

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
+from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.models.evaluation import stream_accuracy, stream_features
 from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.registry import UnknownNameError, unknown_name_message
@@ -67,7 +68,7 @@ def stream_order(labels: np.ndarray, *, shift: str, shift_param: float, seed: in
 @torch.no_grad()
 def bnadapt_streams(
     model: nn.Module, *, dataset: str, corruptions: Sequence[str], shifts: Mapping[str, Sequence[float]],
-    severity: int = 5, seed: int = 0, batch_size: int = 200, subset_size: int = 0, device: str = "cpu",
+    severity: int = 5, seed: int = 0, batch_size: int = TEST_BATCH_SIZE, subset_size: int = 0, device: str = "cpu",
     progress: bool = False,
 ) -> list[Stream]:
     """f_theta0_bar's per-batch features and logits on every (corruption, shift, parameter) stream

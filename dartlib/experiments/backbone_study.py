@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dartlib.experiments.engine import paired
 from dartlib.experiments.grid import Cell, grid
 
 EXPERIMENT = "backbone_study"
@@ -37,7 +38,7 @@ def study_cells(*, arch: str, severity: int, corruptions, dataset: str = "cifar1
     base = dict(dataset=[dataset], corruption=list(corruptions), severity=[int(severity)], seed=[seed])
     lt = grid(**base, shift=["lt"], shift_param=[1.0], method=["noadapt", "bnadapt"], refiner=["none", "dart"],
               params=[f"arch={arch}"])
-    lt = [c for c in lt if not (c.method == "noadapt" and c.refiner != "none")]
+    lt = paired(lt)
     imb = grid(**base, shift=["online-imb"], shift_param=[float(r) for r in irs], method=["bnadapt"],
                refiner=["none", "dart"], params=[f"arch={arch},subset={subset}"])
     return lt + imb

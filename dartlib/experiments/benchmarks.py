@@ -27,7 +27,7 @@ from dartlib.devices import default_device
 from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, Dataset, expected_path, load
 from dartlib.experiments.grid import Cell, grid, run_grid
 from dartlib.registry import Registry
-from dartlib.experiments.engine import Table1Context, evaluate_cell
+from dartlib.experiments.engine import Table1Context, evaluate_cell, paired
 from dartlib.experiments.online import METHOD_OPTIONS as ONLINE_METHOD_OPTIONS
 from dartlib.experiments.table1 import TABLE1_METHODS
 
@@ -165,7 +165,7 @@ def benchmark_cells(name: str, *, seed: int = 0, corruptions=None, shift_params=
     else:
         cells = grid(**axes, shift=["natural"], shift_param=[None], corruption=list(scenario_list or scenarios(name)),
                      severity=[None])
-    return [c for c in cells if not (c.method == "noadapt" and c.refiner != "none")]
+    return paired(cells)
 
 
 def source_checkpoint(bench: Benchmark, *, domain: str | None = None, seed: int = 0, arch: str | None = None,

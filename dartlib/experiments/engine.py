@@ -30,7 +30,7 @@ from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib.devices import default_device
-from dartlib.data.protocols import batches
+from dartlib.data.protocols import TEST_BATCH_SIZE, batches
 from dartlib.experiments.grid import Cell, parse_params
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import frozen_bn_adapted
@@ -109,7 +109,7 @@ class Table1Context:
     source: nn.Module
     refiner: Refiner | None
     iabn: nn.Module | None = None
-    batch_size: int = 200
+    batch_size: int = TEST_BATCH_SIZE
     device: str = "cpu"
     options: dict = field(default_factory=dict)  # per-method keyword options
     refiners: dict = field(default_factory=dict)  # further named refiners (e.g. "dart-split")
@@ -341,6 +341,12 @@ def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return images, labels, stream_order(labels, cell)
 
 
+def paired(cells: list[Cell]) -> list[Cell]:
+    """``cells`` less those that pair a refiner with a method that takes none
+    (:attr:`dartlib.tta.Adapter.takes_refiner`: NoAdapt)."""
+    return [c for c in cells if c.refiner == "none" or tta.METHODS[c.method].takes_refiner]
+
+
 def stream_digest(cell: Cell) -> str:
     """sha256 of a cell's test stream as the engine reads it (:func:`cell_stream`): the digest of
     the test set it draws from (:func:`_set_digest`) and the labels and indices of the stream in
@@ -387,7 +393,7 @@ def prepare_context(
     *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
     seed: int = 0, dir_delta: float | None = None, int_batch_size: int | None = None, dart_n_dir: int | None = None,
     dart_alpha: float | None = None, dart_epochs: int | None = None, dart_per_class: int | None = None,
-    dart_hidden: int | None = None, test_batch_size: int = 200, note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str | None = None,
+    dart_hidden: int | None = None, test_batch_size: int = TEST_BATCH_SIZE, note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str | None = None,
     with_note: bool = True, progress: bool = False, trained_only: bool = False,
 ) -> tuple[Table1Context, dict]:
     """What every Table 1 cell of a profile shares: the source model (trained if absent), the

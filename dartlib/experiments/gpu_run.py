@@ -44,7 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
-PAPER_ALPHA = 0.1
+from dartlib.dart.refiner import DartConfig
+
+PAPER_ALPHA = DartConfig.alpha  # the paper's alpha, stated once in DartConfig
 ALPHA_CANDIDATES = (0.1, 1.0, 10.0, 30.0, 100.0)
 HOLDOUT = ("speckle_noise", "gaussian_blur", "saturate")
 TINY = {"train_per_class": 30, "test_per_class": 20, "corruptions": ["gaussian_noise", "defocus_blur"],

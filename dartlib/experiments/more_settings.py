@@ -14,7 +14,7 @@ from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES, DataMissingError, Dataset
 from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.experiments.ablations import bnadapt_streams, evaluate_refiners
-from dartlib.experiments.engine import Table1Context, cell_options, evaluate_cell, prepare_context
+from dartlib.experiments.engine import Table1Context, cell_options, evaluate_cell, paired, prepare_context
 from dartlib.experiments.grid import Cell, grid, run_grid
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.models.training import train_source
@@ -33,7 +33,7 @@ def cells_for(settings: Settings, *, shift: str, params: Sequence, corruptions: 
     cells = grid(dataset=[settings["corrupted_dataset"]], shift=[shift], shift_param=params, corruption=corruptions,
                  severity=[settings["severity"]], method=methods, refiner=list(refiners), params=[extra],
                  seed=[settings["seed"]])
-    return [c for c in cells if not (c.method == "noadapt" and c.refiner != "none")]
+    return paired(cells)
 
 
 def _run(settings: Settings, cells: list[Cell], context_of: Callable[[Cell], Table1Context], *, experiment: str,

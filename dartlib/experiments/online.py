@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 
 from dartlib.experiments.grid import Cell, grid
-from dartlib.experiments.engine import Table1Context
+from dartlib.data.protocols import TEST_BATCH_SIZE
+from dartlib.experiments.engine import Table1Context, paired
 
 # Results files (beside this grid's) whose rows of the same cells, with the same input digests, are
 # borrowed rather than computed: notebook 09's CIFAR-10C-imb table runs the same NoAdapt and BNAdapt(+DART) streams.
@@ -32,9 +33,8 @@ def online_cells(*, corrupted_dataset: str, severity: int, online_irs, imb_subse
     ``split_tta_corruptions``, at every IR; arguments are notebook 11's parameter names."""
     axes = dict(dataset=[corrupted_dataset], shift=["online-imb"], shift_param=[float(r) for r in online_irs],
                 severity=[severity], params=[f"subset={imb_subset_size}"], seed=[seed])
-    cells = [c for c in grid(**axes, corruption=list(online_corruptions), method=["noadapt", "bnadapt"],
-                             refiner=["none", "dart", "dart-split"])
-             if not (c.method == "noadapt" and c.refiner != "none")]
+    cells = paired(grid(**axes, corruption=list(online_corruptions), method=["noadapt", "bnadapt"],
+                        refiner=["none", "dart", "dart-split"]))
     return cells + grid(**axes, corruption=list(split_tta_corruptions), method=["tent", "sar", "ods"],
                         refiner=["none", "dart-split"])
 
@@ -43,7 +43,7 @@ def prepare_online_context(
     *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
     seed: int = 0, dir_delta: float | None = None, int_batch_size: int | None = None, dart_n_dir: int | None = None,
     dart_alpha: float | None = None, dart_epochs: int | None = None, dart_per_class: int | None = None,
-    dart_hidden: int | None = None, test_batch_size: int = 200,
+    dart_hidden: int | None = None, test_batch_size: int = TEST_BATCH_SIZE,
     split_temperature: float = 1.1, device: str | None = None, progress: bool = False, trained_only: bool = False,
 ) -> tuple[Table1Context, dict, list[dict]]:
     """Notebook 04's context (source model, DART's g_phi) plus DART-split's g_phi1 / g_phi2,

@@ -13,7 +13,7 @@ from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
 from dartlib.experiments.ablation_study import ablation_base_config
 from dartlib.experiments.ablations import Stream, bnadapt_streams, evaluate_refiners
-from dartlib.experiments.engine import Table1Context, cell_options, evaluate_cell
+from dartlib.experiments.engine import Table1Context, cell_options, evaluate_cell, paired
 from dartlib.experiments.grid import grid, parse_params, run_grid
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
@@ -147,11 +147,10 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
     s = study.settings
     context = Table1Context(source=study.setup.model, refiner=study.refiners["base"], batch_size=s["test_batch_size"])
     limit = study.stream_limit()
-    cells = [c for c in grid(dataset=[s["corrupted_dataset"]], shift=["none"], shift_param=[None],
-                             corruption=s["tent_corruptions"], severity=[s["severity"]],
-                             method=["noadapt", "bnadapt", "tent"], refiner=["none", "dart"],
-                             params=[f"test_batch={b}{limit}" for b in s["test_batches"]], seed=[s["seed"]])
-             if not (c.method == "noadapt" and c.refiner == "dart")]
+    cells = paired(grid(dataset=[s["corrupted_dataset"]], shift=["none"], shift_param=[None],
+                        corruption=s["tent_corruptions"], severity=[s["severity"]],
+                        method=["noadapt", "bnadapt", "tent"], refiner=["none", "dart"],
+                        params=[f"test_batch={b}{limit}" for b in s["test_batches"]], seed=[s["seed"]]))
     frame = run_grid(cells, lambda c: evaluate_cell(c, context), path=results_dir(s.profile) / "sensitivity_batch.csv",
                      experiment="sensitivity_batch", progress=s.profile != "smoke", inputs=context.inputs)
     frame["column"] = [int(parse_params(p)["test_batch"]) for p in frame.params]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from dartlib.experiments.engine import paired
 from dartlib.experiments.grid import Cell, grid
 
 # The paper's row order (Table 1); NOTE, DELTA and ODS are their TENT combinations (Appendix A).
@@ -27,7 +28,7 @@ def table1_cells(*, dataset: str, corruptions, rhos, methods=TABLE1_METHODS, sev
     cells = grid(dataset=[dataset], shift=["lt"], method=list(methods), refiner=list(refiners),
                  shift_param=[float(r) for r in rhos], corruption=list(corruptions), severity=[severity],
                  params=params, seed=[seed])
-    return [c for c in cells if not (c.method == "noadapt" and c.refiner != "none")]
+    return paired(cells)
 
 
 def profile_cells(params: dict) -> list[Cell]:

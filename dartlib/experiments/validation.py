@@ -29,7 +29,7 @@ from torch import nn
 
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.corruptions import corrupt
-from dartlib.data.protocols import class_balanced, long_tailed
+from dartlib.data.protocols import TEST_BATCH_SIZE, class_balanced, long_tailed
 from dartlib.data.sources import Dataset
 from dartlib.models.evaluation import stream_accuracy, stream_logits
 from dartlib.models.backbones import frozen_bn_adapted
@@ -48,7 +48,7 @@ def _subset(data: Dataset, idx: np.ndarray, split: str) -> Dataset:
 
 
 @torch.no_grad()
-def heldout_rows(model: nn.Module, refiner: Refiner, held: Dataset, *, rhos=(1, 10, 100), batch_size: int = 200,
+def heldout_rows(model: nn.Module, refiner: Refiner, held: Dataset, *, rhos=(1, 10, 100), batch_size: int = TEST_BATCH_SIZE,
                  seed: int = 0) -> list[dict]:
     """For each rho: BNAdapt and BNAdapt+DART accuracy on the held-out long-tailed stream (rho = 1:
     every held-out image, shuffled), and the mean ||W_B - I||_F and ||b_B||_2 over its batches."""
@@ -95,7 +95,7 @@ def choose_alpha(frame: pd.DataFrame, *, paper_alpha: float, max_loss: float = 0
 
 def validate_alpha(
     *, checkpoint: Path, model: nn.Module, train: Dataset, config: DartConfig, alphas, heldout_per_class: int = 500,
-    rhos=(1, 10, 100), batch_size: int = 200, max_loss: float = 0.5, holdout_corruptions=(), severity: int = 5,
+    rhos=(1, 10, 100), batch_size: int = TEST_BATCH_SIZE, max_loss: float = 0.5, holdout_corruptions=(), severity: int = 5,
     device: str | None = None, progress: bool = True,
 ) -> tuple[pd.DataFrame, float]:
     """Train g_phi (``config`` with each alpha in ``alphas``) on the fit part of ``train`` and

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from dartlib.data.augmentation import to_tensor
 from dartlib.data.corruptions import CORRUPTIONS
-from dartlib.data.protocols import batches
+from dartlib.data.protocols import TEST_BATCH_SIZE, batches
 from dartlib.data.sources import load
 from dartlib.models.backbones import use_batch_statistics, use_source_statistics
 
@@ -23,7 +23,7 @@ RESULT_COLUMNS = ["experiment", "dataset", "shift", "shift_param", "corruption",
 
 def corruption_accuracy(
     model: nn.Module, *, dataset: str, experiment: str, method: str = "noadapt", severity: int = 5,
-    corruptions: Sequence[str] = CORRUPTIONS, seed: int = 0, batch_size: int = 200, device: str = "cpu",
+    corruptions: Sequence[str] = CORRUPTIONS, seed: int = 0, batch_size: int = TEST_BATCH_SIZE, device: str = "cpu",
     limit: int | None = None, progress: bool = True,
 ) -> pd.DataFrame:
     """NoAdapt (source statistics) or BNAdapt (test-batch statistics) accuracy on each corruption
@@ -77,7 +77,7 @@ def stream_accuracy(logits: Iterable[torch.Tensor], labels: np.ndarray, order: n
 
 
 @torch.no_grad()
-def batch_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 200,
+def batch_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = TEST_BATCH_SIZE,
                    device: str = "cpu") -> float:
     """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in."""
     order = np.arange(len(labels))

@@ -15,7 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from dartlib import tta
 from dartlib.dart.refiner import Refiner
-from dartlib.data.protocols import batches
+from dartlib.data.protocols import TEST_BATCH_SIZE, batches
 from dartlib.data.augmentation import to_tensor
 
 COST_METHODS = (("noadapt", "none"), ("bnadapt", "none"), ("bnadapt", "dart"), ("tent", "none"), ("tent", "dart"))
@@ -54,7 +54,7 @@ def executed_flops(adapter: tta.Adapter, x: torch.Tensor) -> int:
     return int(counter.get_total_flops())
 
 
-def cost_table(model: nn.Module, refiner: Refiner, images: np.ndarray, *, batch_size: int = 200, repeats: int = 3,
+def cost_table(model: nn.Module, refiner: Refiner, images: np.ndarray, *, batch_size: int = TEST_BATCH_SIZE, repeats: int = 3,
                device: str = "cpu") -> pd.DataFrame:
     """One row per (method, refiner) of :data:`COST_METHODS`: parameters held and trained (millions),
     forward GMACs per image (multiply-accumulates of the networks' forward passes: the paper's

@@ -10,6 +10,7 @@ import pandas as pd
 import torch
 from torch.nn import functional as F
 
+from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.models.backbones import build, use_batch_statistics, use_source_statistics
 
 
@@ -55,7 +56,7 @@ def model_throughput(
 
 
 def dart_overhead(
-    model: torch.nn.Module, train, test, *, config, test_batch_size: int = 200, n_steps: int = 30,
+    model: torch.nn.Module, train, test, *, config, test_batch_size: int = TEST_BATCH_SIZE, n_steps: int = 30,
     stream_size: int = 4000, repeats: int = 3, device: str = "cpu",
 ) -> pd.DataFrame:
     """DART's cost relative to BNAdapt, measured in one process (issue criteria: intermediate

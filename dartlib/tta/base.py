@@ -28,6 +28,8 @@ class Adapter(abc.ABC):
     # Bumped when a method's computation changes under unchanged options, so that stored results
     # of the old computation no longer match (it is part of a grid cell's input digest); 0 adds nothing.
     revision = 0
+    # Whether DART is paired with this method in the paper's tables (NoAdapt: never).
+    takes_refiner = True
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None) -> None:
         self.initial_state = copy.deepcopy(model.state_dict())

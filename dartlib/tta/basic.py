@@ -41,6 +41,7 @@ class NoAdapt(Adapter):
     """The source model with its stored BN statistics."""
 
     name = "noadapt"
+    takes_refiner = False  # the paper pairs DART with adapted models only (Table 1)
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None) -> None:
         super().__init__(model, refiner=refiner)

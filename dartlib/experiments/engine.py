@@ -97,10 +97,6 @@ class SharedSourceLogits:
         return self._memo[key]
 
 
-# Method options a cell may set through its ``params`` (``dart_use=report``), so that a grid can
-# hold rows of both readings of a method side by side.
-CELL_METHOD_OPTIONS = {"note": ("dart_use",)}
-
 
 @dataclass
 class Table1Context:
@@ -150,7 +146,8 @@ class Table1Context:
             refiner = {"dart": self.refiner, **self.refiners}.get(cell.refiner)
             return "absent" if refiner is None else _refiner_digest(refiner)
         if name == "iabn":
-            return _state_digest(self.iabn) if cell.method == "note" and self.iabn is not None else ""
+            read = name in tta.METHODS[cell.method].reads_context and self.iabn is not None
+            return _state_digest(self.iabn) if read else ""
         if name == "options":
             return repr(sorted(self.options.get(cell.method, {}).items()))
         value = getattr(self, name)
@@ -199,22 +196,16 @@ class Table1Context:
                 raise ValueError(f"no refiner {cell.refiner!r} in this context; valid: none, {', '.join(named)}")
             refiner = named[cell.refiner].to(self.device)
             refiner.reset()
-        options = dict(self.options.get(cell.method, {}))
-        options.update({k: v for k, v in cell_options(cell).items() if k in CELL_METHOD_OPTIONS.get(cell.method, ())})
-        if cell.method == "note":
-            if self.iabn is None:
-                raise ValueError("NOTE needs the IABN fine-tuned model (dartlib.tta.note.load_or_finetune_iabn)")
-            model = copy.deepcopy(self.iabn)
-            options.setdefault("source", self.source)
-            options.setdefault("memory", self.batch_size)
-        else:
-            model = copy.deepcopy(self.source)
-        if "seed" in inspect.signature(tta.METHODS[cell.method].__init__).parameters:
+        cls = tta.METHODS[cell.method]
+        model, options = cls.from_context(self)  # the model it adapts, the options it takes from here
+        options.update(self.options.get(cell.method, {}))
+        options.update({k: v for k, v in cell_options(cell).items() if k in cls.cell_options})
+        if "seed" in inspect.signature(cls.__init__).parameters:
             options.setdefault("seed", cell.seed)  # methods with their own randomness (memory, views)
         shared = None
         if self.share_source:
-            # Every frozen copy an adapter would hold is f_theta0_bar of ``self.source`` (NOTE is
-            # given ``source`` above; ODS's tracker keeps its own pre-trained copy): one memo serves all.
+            # Every frozen copy an adapter would hold is f_theta0_bar of ``self.source`` (NOTE takes
+            # ``source`` from this context; ODS's tracker keeps its own pre-trained copy): one memo serves all.
             self.save_shared_source()  # what the cells before this one added
             shared = self.shared_source()
         return tta.make(cell.method, model.to(self.device), refiner=refiner, source_logits=shared, **options)

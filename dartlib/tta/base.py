@@ -30,6 +30,19 @@ class Adapter(abc.ABC):
     revision = 0
     # Whether DART is paired with this method in the paper's tables (NoAdapt: never).
     takes_refiner = True
+    # Fields of a test-time context, beyond the source model, the refiner, the test batch size and
+    # the method's options, that the method reads (NOTE: its IABN model): part of its cells' digests.
+    reads_context: tuple[str, ...] = ()
+    # Options a grid cell may set through its ``params`` (NOTE's ``dart_use=report``), so that a
+    # grid can hold rows of both readings of a method side by side.
+    cell_options: tuple[str, ...] = ()
+
+    @classmethod
+    def from_context(cls, context) -> tuple[nn.Module, dict]:
+        """The model this method adapts (a fresh copy) and the options it takes from a test-time
+        context (:class:`dartlib.experiments.engine.TestTimeContext`): by default the source
+        model and no options."""
+        return copy.deepcopy(context.source), {}
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None) -> None:
         self.initial_state = copy.deepcopy(model.state_dict())

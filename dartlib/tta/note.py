@@ -195,6 +195,16 @@ class Note(Adapter):
 
     name = "note"
     revision = 2  # 2: by default DART refines only the predictions that fill the memory
+    reads_context = ("iabn",)
+    cell_options = ("dart_use",)
+
+    @classmethod
+    def from_context(cls, context) -> tuple[nn.Module, dict]:
+        """NOTE adapts a copy of the IABN fine-tuned model, keeps a memory of the test batch size,
+        and reads f_theta0_bar from the plain source model."""
+        if context.iabn is None:
+            raise ValueError("NOTE needs the IABN fine-tuned model (dartlib.tta.note.load_or_finetune_iabn)")
+        return copy.deepcopy(context.iabn), {"source": context.source, "memory": context.batch_size}
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, source: nn.Module | None = None,
                  memory: int = 200, k: float = 4.0, bn_momentum: float = 0.01, optimizer: str = "adam",

@@ -30,6 +30,7 @@ from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.reporting import claims as claims_ledger
 from dartlib.reporting.cost_tables import cost_rows
+from dartlib.reporting.figures import SAVE_DPI, WIDTH
 from dartlib.reporting.paper import load_table
 from dartlib.reporting.table1_report import per_corruption_table, rendered_table, row_order, with_row_labels
 
@@ -37,39 +38,6 @@ BOOK_DIR = REPO_ROOT / "build" / "book"
 DOCS_DIR = REPO_ROOT / "docs"
 STATUS_COLOURS = {"HOLDS": "#c8e6c9", "WITHIN NOISE": "#fff9c4", "FAILS": "#ffcdd2", "NOT RUN": "#e0e0e0"}
 TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar")
-
-# figure file (figures/<profile>/<name>.png) -> what it reproduces; the gallery's captions
-FIGURE_CAPTIONS = {
-    "toy_illustration_and_curves": "Figure 6 (Appendix C): the toy Gaussian mixture and its accuracy curves",
-    "toy_confusion_analytic_vs_simulated": "Figure 7 (Appendix C): the toy model's confusion, closed form against simulation",
-    "toy_optimal_w": "Figure 8 (Appendix C): the toy model's optimal refinement W",
-    "data_corruptions_fmnist": "the test-time corruptions on Fashion-MNIST (the smoke profile's stand-in for CIFAR-10-C)",
-    "data_corruptions_cifar10": "the 15 CIFAR-10-C corruptions at severity 5 (Section 5.1)",
-    "data_dirichlet_batches": "the Dirichlet batches of DART's intermediate training (Section 4.2)",
-    "data_dirichlet_simplex": "Dirichlet label distributions on the simplex (Section 4.2)",
-    "data_protocol_histograms": "class histograms of the test protocols (CIFAR-10C-LT, CIFAR-10C-imb; Section 5.1)",
-    "source_training_curves": "the source model's training curves (Appendix A)",
-    "source_noadapt_corruptions": "NoAdapt accuracy per corruption beside the paper's NoAdapt row (Table 1)",
-    "fig1_confusion": "Figure 1: BNAdapt's confusion matrices under label shift",
-    "confusion_lt_rho1": "Figure 1 / Appendix C: confusion matrices, CIFAR-10C-LT rho = 1",
-    "confusion_lt_rho10": "Figure 1 / Appendix C: confusion matrices, CIFAR-10C-LT rho = 10",
-    "confusion_lt_rho100": "Figure 1 / Appendix C: confusion matrices, CIFAR-10C-LT rho = 100",
-    "dart_training_curves": "DART's intermediate training curves (Section 4.2, Algorithm 1)",
-    "dart_w_b_gaussian_noise": "Appendix D: the W and b that g_phi outputs, per alpha and rho",
-    "dart_pseudo_label_distribution": "Appendix G: mean pseudo-label distribution with and without DART",
-    "fig3_accuracy_vs_rho": "Figure 3: accuracy against the imbalance ratio rho (NoAdapt, BNAdapt, BNAdapt+DART)",
-    "fig4_prediction_deviation": "Figure 4: batch accuracy against D(u, p_bar) and the prediction deviation d",
-    "table1_dart_gain": "Table 1: DART's gain per method and rho, ours beside the paper's",
-    "table1_rho1_gain_vs_accuracy": "Table 1: DART's effect at rho = 1 against BNAdapt's accuracy",
-    "ablations_gain": "Tables 3 to 5: the ablations of g_phi's inputs, sampling and outputs",
-    "sensitivity": "Appendix (sensitivity): alpha, batch size, epochs and g_phi's hyperparameters",
-    "more_settings": "Appendix (more settings): CIFAR-10C-imb and mixed domains",
-    "online_imbalance": "Table 2 / Appendix: online imbalance, DART and DART-split",
-    "hoc_transition": "Appendix (HOC): true and estimated confusion (transition) matrices",
-    "hoc_tsne": "Appendix (HOC): t-SNE of the test features",
-    "backbone_study": "backbone study: DART's gain against the source model's width and corruption severity",
-}
-
 
 @dataclass(frozen=True)
 class BookSources:
@@ -79,6 +47,103 @@ class BookSources:
     notebooks: Path
     figures: Path
     results: Path
+
+
+@dataclass(frozen=True)
+class GalleryFigure:
+    """One figure of the gallery: its file (figures/<profile>/<stem>.png), the part of the paper it
+    reproduces (``label``, empty for the suite's own figures), a readable title and a caption that
+    names only what the figure plots (tests/test_book.py checks the caption's terms against the
+    figure's own text)."""
+
+    stem: str
+    label: str
+    title: str
+    caption: str
+
+
+# In the paper's order: its figures by number, then the tables a figure draws, then the suite's
+# own figures (data, source models, checks of the toy model, training curves).
+GALLERY = (
+    GalleryFigure("fig1_confusion", "Figure 1", "Confusion patterns of BNAdapt under label shift",
+                  "BNAdapt's confusion matrices on the clean and corrupted test sets, long-tailed (top) and "
+                  "inverse long-tailed (bottom); red boxes mark off-diagonal rates above 11%."),
+    GalleryFigure("fig3_accuracy_vs_rho", "Figure 3", "Accuracy against the imbalance ratio",
+                  "Accuracy of NoAdapt, BNAdapt and BNAdapt+DART against the imbalance ratio rho (log scale), "
+                  "mean over corruptions."),
+    GalleryFigure("fig4_prediction_deviation", "Figure 4", "Batch accuracy against D(u, p_bar) and the prediction deviation",
+                  "BNAdapt's accuracy per batch against D(u, p_bar) (left) and the prediction deviation d (right), "
+                  "one colour per imbalance ratio (IR)."),
+    GalleryFigure("data_dirichlet_simplex", "Figure 6", "Dirichlet sampling on the simplex",
+                  "Class distributions of three-class batches on the simplex, i.i.d. against Dirichlet sampling, "
+                  "with the long-tailed distributions of rho = 1, 2 and 10 marked."),
+    GalleryFigure("data_dirichlet_batches", "Figure 7", "Five Dirichlet batches",
+                  "Class distributions of five batches of the Dirichlet stream over the training set."),
+    GalleryFigure("toy_illustration_and_curves", "Figure 8", "The four-class Gaussian toy model",
+                  "The four-class Gaussian mixture after mean centring, with the Bayes decision boundaries "
+                  "(left), and the probability that class 1 is predicted as class j against its prior p (right)."),
+    GalleryFigure("confusion_lt_rho1", "Figure 9", "Confusion matrices, CIFAR-10C-LT, rho = 1",
+                  "BNAdapt's confusion matrices on the clean set and every corruption, long-tailed rho = 1; "
+                  "red boxes mark off-diagonal rates above 11%."),
+    GalleryFigure("confusion_lt_rho10", "Figure 10", "Confusion matrices, CIFAR-10C-LT, rho = 10",
+                  "BNAdapt's confusion matrices on the clean set and every corruption, long-tailed rho = 10; "
+                  "red boxes mark off-diagonal rates above 11%."),
+    GalleryFigure("confusion_lt_rho100", "Figure 11", "Confusion matrices, CIFAR-10C-LT, rho = 100",
+                  "BNAdapt's confusion matrices on the clean set and every corruption, long-tailed rho = 100; "
+                  "red boxes mark off-diagonal rates above 11%."),
+    GalleryFigure("dart_w_b_gaussian_noise", "Figures 12 to 14", "The W and b that g_phi outputs",
+                  "The W and b that g_phi outputs on the long-tailed Gaussian-noise streams, one row per alpha "
+                  "and one pair of panels per rho, on one colour scale."),
+    GalleryFigure("dart_pseudo_label_distribution", "Figure 15", "Averaged pseudo-label distribution",
+                  "The ground-truth class distribution beside the mean pseudo-label distribution of BNAdapt and "
+                  "BNAdapt+DART, one panel per rho."),
+    GalleryFigure("hoc_tsne", "Figure 16 (a)", "t-SNE of the BN-adapted features",
+                  "t-SNE maps of the BN-adapted features of one long-tailed stream, coloured by the true class "
+                  "(left) and by BNAdapt's prediction (right)."),
+    GalleryFigure("hoc_transition", "Figure 16 (b)", "Transition matrix estimated by HOC",
+                  "The true transition matrix T (BNAdapt's confusion) beside the one HOC estimates."),
+    GalleryFigure("table1_dart_gain", "Table 1", "DART's gain per method and rho",
+                  "DART's gain (points) for each method and rho, ours beside the paper's."),
+    GalleryFigure("table1_rho1_gain_vs_accuracy", "Tables 1, 19", "DART's effect at rho = 1 against accuracy",
+                  "DART's gain at rho = 1 on each corruption against BNAdapt's accuracy, ours beside the paper's."),
+    GalleryFigure("online_imbalance", "Table 2", "Online imbalance",
+                  "Accuracy of NoAdapt, BNAdapt, BNAdapt+DART and BNAdapt+DART-split against the imbalance "
+                  "ratio (IR) of the online-imbalance streams."),
+    GalleryFigure("ablations_gain", "Tables 3 to 5", "Ablations of g_phi",
+                  "The gain of each DART variant (g_phi's inputs, sampling and outputs) over BNAdapt, per stream."),
+    GalleryFigure("sensitivity", "Tables 10, 13", "Sensitivity to alpha and to the test batch size",
+                  "BNAdapt+DART's accuracy against alpha, one curve per rho, dotted: BNAdapt (left); each method's "
+                  "accuracy against the test batch size on balanced streams (right)."),
+    GalleryFigure("more_settings", "Tables 12, 16", "CIFAR-10C-imb and mixed domains",
+                  "Accuracy on the CIFAR-10C-imb protocol against the imbalance ratio (left) and on mixed domains "
+                  "(right), with and without DART."),
+    GalleryFigure("data_corruptions_cifar10", "", "The corruptions on CIFAR-10",
+                  "The 15 corruptions (rows) at severities 1 to 5 (columns) on one CIFAR-10 test image, beside the "
+                  "clean image."),
+    GalleryFigure("data_corruptions_fmnist", "", "The corruptions on Fashion-MNIST",
+                  "The 15 corruptions (rows) at severities 1 to 5 (columns) on one Fashion-MNIST test image (the "
+                  "smoke profile's stand-in for CIFAR-10-C), beside the clean image."),
+    GalleryFigure("data_protocol_histograms", "", "Class histograms of the test protocols",
+                  "Samples per class of each test protocol's stream (long-tailed, inverse long-tailed, online "
+                  "imbalance)."),
+    GalleryFigure("source_training_curves", "", "Source model training",
+                  "The source model's training loss (left), and its training and clean test accuracy (right), per epoch."),
+    GalleryFigure("source_noadapt_corruptions", "", "NoAdapt per corruption",
+                  "NoAdapt's accuracy per corruption, ours beside the paper's NoAdapt row."),
+    GalleryFigure("toy_confusion_analytic_vs_simulated", "", "The toy model's confusion: closed form and simulation",
+                  "The toy model's confusion matrix in closed form beside its simulation."),
+    GalleryFigure("toy_optimal_w", "", "The toy model's optimal W",
+                  "The optimal refinement matrix W* for a uniform training prior and a long-tailed test prior (rho = 100)."),
+    GalleryFigure("dart_training_curves", "", "g_phi's intermediate training",
+                  "L_imb on Dirichlet batches and L_bal on i.i.d. batches per step of g_phi's training "
+                  "(moving averages)."),
+    GalleryFigure("backbone_study", "", "Backbone strength",
+                  "DART's cost at rho = 1 (left) and its gain at IR 50 and 5000 (right) against BNAdapt's accuracy, "
+                  "one point per backbone and severity."),
+)
+GALLERY_ORDER = {f.stem: i for i, f in enumerate(GALLERY)}
+# figure file -> its gallery heading and caption (every committed figure has one: tests/test_book.py)
+FIGURE_CAPTIONS = {f.stem: f"{f.label + ': ' if f.label else ''}{f.title}. {f.caption}" for f in GALLERY}
 
 
 def book_sources(*, profile: str) -> BookSources:
@@ -125,11 +190,13 @@ def _claims_html(table: pd.DataFrame) -> str:
         rows.append(f'<tr style="background:{colour}"><td>{html.escape(r.claim)}</td><td>{html.escape(r.check)}</td>'
                     f"<td>{paper}</td><td>{ours}</td><td><b>{r.status}</b></td>"
                     f"<td>{html.escape(r.condition)}</td><td>{margin}</td></tr>")
-    return f'<table class="claims">\n{head}\n' + "\n".join(rows) + "\n</table>\n"
+    return (f'<div class="scroll-box">\n<table class="claims">\n{head}\n' + "\n".join(rows)
+            + "\n</table>\n</div>\n")
 
 
-def overview_page(*, sources: BookSources, settings: dict) -> str:
-    """The front page: the profile, what reproduces and what does not (the claims ledger)."""
+def overview_page(*, sources: BookSources, settings: dict, notebooks: list[str] | tuple[str, ...] = ()) -> str:
+    """The front page: the profile, what reproduces and what does not (the claims ledger), and the
+    book's navigation: the results pages, then the notebooks page and every executed notebook."""
     profile = sources.profile
     table = claims_ledger.evaluate(profile, corrupted_dataset=settings.get("corrupted_dataset"), folder=sources.results)
     counts = table["status"].value_counts()
@@ -152,7 +219,10 @@ def overview_page(*, sources: BookSources, settings: dict) -> str:
         "## The claims ledger", "",
         _claims_html(table),
         "## Pages", "",
-        "```{toctree}", ":maxdepth: 1", "", "claims", "gallery", "tables", "deviations", "notebooks", "```", "",
+        "```{toctree}", ":caption: Results", ":maxdepth: 1", "", "claims", "gallery", "tables", "deviations", "```", "",
+        "```{toctree}", ":caption: Notebooks", ":maxdepth: 1", "", "notebooks", *[f"notebooks/{n}" for n in notebooks],
+        "```", "",
+        SEARCH_NOTE, "",
     ])
 
 
@@ -160,16 +230,30 @@ def gallery_page(*, sources: BookSources) -> tuple[str, list[Path]]:
     """Every figure of the profile as an image with its caption; returns the page and the files
     it shows."""
     pngs = sorted(sources.figures.glob("*.png")) if sources.figures.is_dir() else []
+    pngs.sort(key=lambda p: (GALLERY_ORDER.get(p.stem, len(GALLERY)), p.stem))
+    known = {f.stem: f for f in GALLERY}
     lines = [f"# Gallery ({sources.profile} profile)", "",
-             f"Every figure in `figures/{sources.profile}/` (PDF beside each PNG), captioned with the part of the "
-             f"paper it reproduces. Profile: {sources.profile}.", ""]
+             f"Every figure in `figures/{sources.profile}/` (PDF beside each PNG), in the paper's order: its figures "
+             "by number, then the tables a figure draws, then the suite's own figures. Each is shown at the same "
+             f"scale, so its fonts read at the same size. Profile: {sources.profile}.", ""]
     if not pngs:
         lines.append(f"No figures in `figures/{sources.profile}/`: run `make reproduce PROFILE={sources.profile}`.")
     for png in pngs:
-        caption = FIGURE_CAPTIONS.get(png.stem, png.stem.replace("_", " "))
-        lines += [f"## {png.stem}", "", f"```{{figure}} figures/{png.name}", f":alt: {caption}", ":width: 100%", "",
-                  f"{caption} ({sources.profile} profile).", "```", ""]
+        entry = known.get(png.stem) or GalleryFigure(png.stem, "", png.stem.replace("_", " "), "")
+        heading = f"{entry.label}: {entry.title}" if entry.label else entry.title
+        width = shown_width_percent(png)
+        lines += [f"## {heading}", "", f"```{{figure}} figures/{png.name}", f":alt: {heading}", f":width: {width}%",
+                  "", f"{entry.caption} ({sources.profile} profile; `figures/{sources.profile}/{png.stem}.pdf`)", "```",
+                  ""]
     return "\n".join(lines), pngs
+
+
+def shown_width_percent(png: Path) -> int:
+    """The width at which the gallery shows ``png``, in percent of the text column: a figure of
+    ``figures.WIDTH`` inches fills it, a narrower one is shown narrower, so that every figure's
+    fonts appear at the same size."""
+    width_px = struct.unpack(">I", png.read_bytes()[16:20])[0]
+    return max(10, min(100, round(100 * width_px / (WIDTH * SAVE_DPI))))
 
 
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
@@ -274,8 +358,10 @@ def notebooks_page(*, sources: BookSources, names: list[str]) -> str:
         lines.append(f"No executed notebooks of this profile: run `python -m dartlib run --profile {sources.profile} "
                      "--publish` to write them to `results/" + sources.profile + "/notebooks/`.")
         return "\n".join(lines) + "\n"
-    lines += [f"As they ran on the {sources.profile} profile (outputs included, nothing re-executed).", "",
-              "```{toctree}", ":maxdepth: 1", "", *[f"notebooks/{n}" for n in names], "```", ""]
+    lines += [f"As they ran on the {sources.profile} profile (outputs included, nothing re-executed). Each page "
+              "has a download button (top right) for its `.ipynb`; the links below download them too.", ""]
+    lines += [f"- {{doc}}`notebooks/{n}` ({{download}}`{n}.ipynb <notebooks/{n}.ipynb>`)" for n in names]
+    lines.append("")
     absent = [p.stem for p in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")) if p.stem not in names]
     if absent:
         numbers = " ".join(n[:2] for n in absent)
@@ -283,6 +369,42 @@ def notebooks_page(*, sources: BookSources, names: list[str]) -> str:
                   "figures (tables and gallery) may be from an earlier run. To execute and keep them: "
                   f"`python -m dartlib run --profile {sources.profile} --publish {numbers}`.", ""]
     return "\n".join(lines)
+
+
+SEARCH_NOTE = ("```{note}\nSearch lists matching pages in any browser, also when this book is opened as a file. "
+               "Excerpts under each result need the book served over HTTP, for example "
+               "`python -m http.server --directory build/book/<profile>/html 8000`, then "
+               "<http://localhost:8000/>.\n```")
+
+BOOK_CSS = """/* generated by dartlib.reporting.book: wide content scrolls inside its own box */
+.scroll-box, .bd-article .pst-scrollable-table-container { overflow-x: auto; max-width: 100%; }
+.bd-article table.table, .bd-article table.docutils { width: auto; }
+.bd-article table.claims td, .bd-article table.claims th { padding: 0.2em 0.5em; vertical-align: top; }
+/* notebook text output and code: one scroll box each, never cut at the edge */
+.bd-article div.cell_output pre, .bd-article div.highlight pre, .bd-article .output pre {
+  overflow-x: auto; max-width: 100%; }
+.bd-article div.cell_output, .bd-article div.cell_input { max-width: 100%; }
+.bd-article div.cell_output .output.text_html, .bd-article div.cell_output .output.text_markdown {
+  overflow-x: auto; max-width: 100%; }
+.bd-article img { max-width: 100%; height: auto; }
+"""
+
+BOOK_JS = """// generated by dartlib.reporting.book
+// Opened as a file (file://), the browser refuses the requests that fetch each result's excerpt:
+// search then lists the matching pages without excerpts, and says how to serve the book.
+if (window.location.protocol === "file:" && typeof DOCUMENTATION_OPTIONS !== "undefined") {
+  DOCUMENTATION_OPTIONS.SHOW_SEARCH_SUMMARY = false;
+  document.addEventListener("DOMContentLoaded", () => {
+    const results = document.getElementById("search-results");
+    if (!results) return;
+    const note = document.createElement("p");
+    note.className = "search-file-note";
+    note.textContent = "Opened as a file: results are listed without excerpts. Serve the book for excerpts: "
+      + "python -m http.server --directory build/book/<profile>/html 8000, then open http://localhost:8000/";
+    results.parentNode.insertBefore(note, results);
+  });
+}
+"""
 
 
 def favicon_png(*, size: int = 16) -> bytes:
@@ -300,10 +422,15 @@ project = {title!r}
 html_favicon = "favicon.png"
 extensions = ["myst_nb"]
 nb_execution_mode = "off"
+# Markdown outputs (notebook 06's rendered Table 1) parsed as GitHub Markdown, which has pipe tables (CommonMark has
+# none); its links stay plain links, as in CommonMark
+nb_render_markdown_format = "gfm"
 myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath"]
 # MathJax 2 from jupyter-server-mathjax, copied into the site (the book needs no network); it ships
 # the STIX-Web fonts only
 html_static_path = ["_static"]
+html_css_files = ["dart-book.css"]
+html_js_files = ["dart-book.js"]
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
 # messageStyle none: no "Processing math" box over the page's corner while it typesets
 mathjax2_config = {{"messageStyle": "none",
@@ -313,10 +440,18 @@ mathjax2_config = {{"messageStyle": "none",
                                  "imageFont": None,
                                  # its blank test font points at about:blank, which Chromium refuses with a console error
                                  "styles": {{"@font-face": {{"font-family": "MathJax_Blank", "src": "local('MathJax_Blank')"}}}}}}}}
-html_theme = "alabaster"
+# Jupyter Book's theme: the pages and notebooks in the left navigation, the page's contents on the
+# right, previous/next at the foot, a download button (.ipynb of a notebook, .md of a page)
+html_theme = "sphinx_book_theme"
 html_title = {title!r}
-html_theme_options = {{"page_width": "1200px", "sidebar_width": "230px"}}
-html_show_sourcelink = False
+html_theme_options = {{"home_page_in_toc": True, "show_navbar_depth": 1, "show_toc_level": 2,
+                      "use_download_button": True, "use_fullscreen_button": False,
+                      "navigation_with_keys": False, "footer_content_items": []}}
+html_sourcelink_suffix = ""
+# the light theme unless the reader chose one (an unset mode logs a console error)
+html_context = {{"default_mode": "light"}}
+html_copy_source = True
+html_last_updated_fmt = None
 exclude_patterns = ["_build"]
 suppress_warnings = ["mystnb.unknown_mime_type", "myst.header"]
 '''
@@ -337,7 +472,7 @@ def write_book_source(*, profile: str, out: Path) -> Path:
     gallery, pngs = gallery_page(sources=sources)
     for png in pngs:
         shutil.copy2(png, out / "figures" / png.name)
-    pages = {"index": overview_page(sources=sources, settings=settings), "gallery": gallery,
+    pages = {"index": overview_page(sources=sources, settings=settings, notebooks=names), "gallery": gallery,
              "tables": tables_page(sources=sources, settings=settings), "deviations": deviations_page(sources=sources),
              "notebooks": notebooks_page(sources=sources, names=names),
              "claims": claims_ledger.claims_page(sources={profile: (sources.results, settings.get("corrupted_dataset"))},
@@ -346,6 +481,8 @@ def write_book_source(*, profile: str, out: Path) -> Path:
         (out / f"{name}.md").write_text(text)
     (out / "favicon.png").write_bytes(favicon_png())
     shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", out / "_static" / "mathjax")
+    (out / "_static" / "dart-book.css").write_text(BOOK_CSS)
+    (out / "_static" / "dart-book.js").write_text(BOOK_JS)
     (out / "conf.py").write_text(SPHINX_CONF.format(title=f"DART results ({profile} profile)"))
     return out
 

@@ -8,14 +8,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from dartlib.analysis.confusion_study import ConfusionStudy
-from dartlib.reporting.figures import confusion_heatmap, save_figure
+from dartlib.reporting.figures import WIDTH, confusion_heatmap, save_figure
 
 HIGHLIGHT = 0.11  # Figure 1 boxes the off-diagonal cells above 11%
 
 
 def show_figure1(study: ConfusionStudy, *, columns: Sequence[str], rho: float, profile: str) -> None:
     """Figure 1: LT (top) and inverse-LT (bottom) confusion matrices of each set in ``columns``."""
-    fig, axes = plt.subplots(2, len(columns), figsize=(3.3 * len(columns), 6.6))
+    fig, axes = plt.subplots(2, len(columns), figsize=(WIDTH, 2 * WIDTH / len(columns) + 0.5))
     for c, name in enumerate(columns):
         for r, inverse in enumerate((False, True)):
             kind = "inverse LT" if inverse else "LT"
@@ -33,7 +33,8 @@ def show_lt_grids(matrices: dict[tuple[float, str], np.ndarray], *, names: Seque
     """One figure per rho: the LT confusion matrix of every set in ``names``."""
     rows_n = -(-len(names) // cols)
     for rho in rhos:
-        fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 3.2 * rows_n), squeeze=False)
+        fig, axes = plt.subplots(rows_n, cols, figsize=(WIDTH, WIDTH / cols * rows_n + 0.4),
+                                 squeeze=False)
         for i, (ax, name) in enumerate(zip(axes.flat, names)):
             confusion_heatmap(ax, matrices[(rho, name)], highlight_above=HIGHLIGHT, annotate=False,
                               title=name.replace("_", " "))

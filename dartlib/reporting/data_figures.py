@@ -10,14 +10,15 @@ import numpy as np
 
 from dartlib.data.corruptions import CORRUPTIONS, corrupt
 from dartlib.data.protocols import batches, long_tailed_counts
+from dartlib.reporting.figures import HALF_WIDTH
 
 
 def plot_corruption_grid(image: np.ndarray, *, title: str, seed: int) -> plt.Figure:
     """The 15 corruptions (rows) at severities 1..5 (columns) applied to one image."""
-    fig, axes = plt.subplots(len(CORRUPTIONS), 6, figsize=(6.2, 16))
+    fig, axes = plt.subplots(len(CORRUPTIONS), 6, figsize=(HALF_WIDTH, 14))
     for r, name in enumerate(CORRUPTIONS):
         axes[r, 0].imshow(image)
-        axes[r, 0].set_ylabel(name.replace("_", " "), rotation=0, ha="right", va="center", fontsize=8)
+        axes[r, 0].set_ylabel(name.replace("_", " "), rotation=0, ha="right", va="center")
         for s in range(1, 6):
             out = corrupt(image[None], corruption=name, severity=s, seed=seed)[0]
             axes[r, s].imshow(out)
@@ -26,9 +27,8 @@ def plot_corruption_grid(image: np.ndarray, *, title: str, seed: int) -> plt.Fig
         ax.set_yticks([])
         ax.grid(False)
     for s, ax in enumerate(axes[0]):
-        ax.set_title("clean" if s == 0 else f"severity {s}", fontsize=8)
-    fig.suptitle(title, y=1.0)
-    fig.tight_layout()
+        ax.set_title("clean" if s == 0 else f"severity {s}")
+    fig.suptitle(title)
     return fig
 
 
@@ -69,7 +69,7 @@ def plot_simplex_batches(
     ax.set_aspect("equal")
     ax.set_axis_off()
     ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=7)
+    ax.legend(loc="upper left")
 
 
 def plot_batch_distributions(

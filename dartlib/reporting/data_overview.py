@@ -11,7 +11,7 @@ from dartlib.data import load, protocols
 from dartlib.data.sources import DOMAINS, DataMissingError, status
 from dartlib.reporting.data_figures import (plot_batch_distributions, plot_class_histograms, plot_corruption_grid,
                                             plot_simplex_batches)
-from dartlib.reporting.figures import save_figure
+from dartlib.reporting.figures import WIDTH, save_figure
 
 
 def print_data_status() -> None:
@@ -40,7 +40,7 @@ def show_corruption_grids(*, profile: str, seed: int, names: tuple[str, ...] = (
 
 def show_protocol_histograms(labels: np.ndarray, streams: dict[str, np.ndarray], *, k: int, profile: str) -> None:
     """The class histograms of the test streams, one panel each."""
-    fig, axes = plt.subplots(1, len(streams), figsize=(13, 3.2))
+    fig, axes = plt.subplots(1, len(streams), figsize=(WIDTH, 3.0))
     for ax, (title, order) in zip(axes, streams.items()):
         plot_class_histograms(ax, labels, order, k=k, title=title)
     save_figure(fig, profile=profile, name="data_protocol_histograms")
@@ -56,7 +56,7 @@ def show_dirichlet_figures(labels: np.ndarray, *, dataset: str, delta: float, n_
     iid = protocols.iid_order(labels3, seed=seed)
     chunks3 = max(1, round(n_chunks * len(labels3) / len(labels)))
     dirichlet = protocols.dirichlet_stream(labels3, delta=delta, n_chunks=chunks3, seed=seed)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 4.4))
     plot_simplex_batches(axes[0], labels3, iid, batch_size=batch_size, title="i.i.d. sampling")
     plot_simplex_batches(axes[1], labels3, dirichlet, batch_size=batch_size,
                          title=f"Dirichlet sampling (delta = {delta:g}, {chunks3} chunks)")
@@ -64,7 +64,7 @@ def show_dirichlet_figures(labels: np.ndarray, *, dataset: str, delta: float, n_
     plt.show()
 
     stream = protocols.dirichlet_stream(labels, delta=delta, n_chunks=n_chunks, seed=seed)
-    fig, axes = plt.subplots(1, 5, figsize=(14, 2.8), sharey=True)
+    fig, axes = plt.subplots(1, 5, figsize=(WIDTH, 2.6), sharey=True)
     n_batches = len(stream) // batch_size
     plot_batch_distributions(axes, labels, stream, batch_size=batch_size, k=k,
                              which=np.linspace(0, n_batches - 1, 5).astype(int))
@@ -81,7 +81,7 @@ def show_domain_class_distributions(*, profile: str, names: tuple[str, ...] = ("
         except DataMissingError as err:
             print(f"NOT RUN: {err}")
             continue
-        fig, ax = plt.subplots(figsize=(10, 3))
+        fig, ax = plt.subplots(figsize=(WIDTH, 3.0))
         for d, c in per_domain.items():
             ax.plot(np.arange(len(c)), c / c.sum(), marker="o", ms=3, label=d)
         ax.set_xlabel("class")

@@ -22,19 +22,54 @@ PALETTE = "colorblind"
 _PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None}
 _PNG_METADATA = {"Software": None}
 
+# The one figure style. Sizes in inches: a figure is WIDTH wide (two or more panels side by side)
+# or HALF_WIDTH (one panel); heights vary with the panels. Fonts in points, the same in every
+# figure; the book shows each PNG at the same scale (width / WIDTH of the text column), so a
+# 9-point label reads the same size in every figure. Layout: matplotlib's constrained layout for
+# every figure (suptitles, panel titles, tick labels and outside legends kept apart).
+WIDTH = 10.0
+HALF_WIDTH = 5.5
+SAVE_DPI = 150
+FONT_SIZES = {"font.size": 9.0, "axes.titlesize": 10.0, "axes.labelsize": 9.0, "xtick.labelsize": 8.0,
+              "ytick.labelsize": 8.0, "legend.fontsize": 8.0, "legend.title_fontsize": 8.0,
+              "figure.titlesize": 11.0}
+ANNOTATION_SIZE = 7.0  # numbers and labels written inside a panel (heatmap cells, point labels)
+LAYOUT = "constrained"
+
+# One colour per method row wherever a figure draws methods (Figure 3's caption: BNAdapt orange,
+# BNAdapt+DART green; NoAdapt blue as in Figure 2); indices into the colour-blind palette.
+_ROW_COLOUR_INDEX = {"NoAdapt": 0, "BNAdapt": 1, "BNAdapt+DART": 2, "TENT": 3, "BNAdapt+DART-split": 4,
+                     "TENT+DART": 6, "PL": 5, "PL+DART": 8}
+
+
+def row_colours(labels: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+    """A colour for each method row label: the fixed colour of the rows above, the palette's unused
+    colours for any other row (in the order given)."""
+    palette = sns.color_palette(PALETTE, 10)
+    spare = [c for i, c in enumerate(palette) if i not in _ROW_COLOUR_INDEX.values()]
+    out = {}
+    for label in labels:
+        if label in _ROW_COLOUR_INDEX:
+            out[label] = palette[_ROW_COLOUR_INDEX[label]]
+        else:
+            out[label] = spare[len([lab for lab in out if lab not in _ROW_COLOUR_INDEX]) % len(spare)]
+    return out
+
 
 def apply_style() -> None:
-    """Seaborn's paper context on a white grid, colour-blind palette, embedded TrueType fonts."""
+    """Seaborn's white grid, colour-blind palette, the fixed font sizes above, constrained layout,
+    embedded TrueType fonts."""
     # fontTools warns about the zeroed font timestamps of reproducible PDFs; they are intended.
     logging.getLogger("fontTools").setLevel(logging.ERROR)
-    sns.set_theme(context="paper", style="whitegrid", palette=PALETTE, font_scale=1.1)
+    sns.set_theme(context="paper", style="whitegrid", palette=PALETTE)
     mpl.rcParams.update(
         {
+            **FONT_SIZES,
             "figure.dpi": 100,
-            "savefig.dpi": 150,
+            "figure.constrained_layout.use": True,
+            "savefig.dpi": SAVE_DPI,
             "savefig.bbox": "tight",
             "pdf.fonttype": 42,
-            "axes.titlesize": "medium",
             "svg.hashsalt": "dartlib",
         }
     )
@@ -42,10 +77,15 @@ def apply_style() -> None:
 
 def save_figure(fig: plt.Figure, *, profile: str, name: str) -> list[Path]:
     """Write ``figures/<profile>/<name>.pdf`` and ``.png``; returns both paths."""
+    if fig.get_layout_engine() is None or type(fig.get_layout_engine()).__name__ != "ConstrainedLayoutEngine":
+        fig.set_layout_engine(LAYOUT)  # a figure made before apply_style: the same layout as the rest
     out = figures_dir(profile)
     paths = [out / f"{name}.pdf", out / f"{name}.png"]
-    fig.savefig(paths[0], metadata=_PDF_METADATA)
-    fig.savefig(paths[1], metadata=_PNG_METADATA)
+    from dartlib.data.files import atomic_path
+
+    for path, metadata in zip(paths, (_PDF_METADATA, _PNG_METADATA)):
+        with atomic_path(path) as tmp:  # whole or not at all (a full disk leaves the previous figure)
+            fig.savefig(tmp, metadata=metadata)
     return paths
 
 
@@ -81,7 +121,7 @@ def confusion_heatmap(
         center=center,
         annot=annotate,
         fmt=fmt,
-        annot_kws={"fontsize": 7 if k > 6 else 9},
+        annot_kws={"fontsize": ANNOTATION_SIZE},
         cbar=False,
         square=square,
         # a K x 1 column (DART's b) has no class columns: K x-labels would stretch it to K cells

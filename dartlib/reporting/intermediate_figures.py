@@ -13,7 +13,7 @@ import torch
 
 from dartlib.dart.refiner import batch_statistics
 from dartlib.experiments.intermediate_study import Stream
-from dartlib.reporting.figures import confusion_heatmap, save_figure
+from dartlib.reporting.figures import WIDTH, confusion_heatmap, save_figure
 from dartlib.reporting.paper import load_table
 
 
@@ -22,7 +22,7 @@ def show_training_curves(logs: Mapping[str, list[dict]], *, epochs: int, profile
     a 50th of the first log's steps."""
     curves = {name: pd.DataFrame(log) for name, log in logs.items()}
     window = max(1, len(next(iter(curves.values()))) // 50)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.3))
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.3))
     for name, frame in curves.items():
         axes[0].plot(frame.step, frame.loss_imb.rolling(window).mean(), label=name)
         axes[1].plot(frame.step, frame.loss_bal.rolling(window).mean(), label=name)
@@ -42,7 +42,7 @@ def show_w_b(refiners: Mapping[float, object], streams: Mapping[tuple[str, float
     """Appendix D: the W and b that g_phi trained with each alpha outputs for p_bar and d of the
     whole (pooled) LT stream of ``corruption`` at each rho."""
     # b is a column of K values: a quarter of W's width keeps it readable beside the K x K matrix
-    fig, axes = plt.subplots(len(refiners), 2 * len(rhos), figsize=(4.8 * len(rhos), 3.6 * len(refiners)),
+    fig, axes = plt.subplots(len(refiners), 2 * len(rhos), figsize=(WIDTH, 0.8 * WIDTH / len(rhos) * len(refiners)),
                              gridspec_kw={"width_ratios": [10, 2.5] * len(rhos)}, squeeze=False)
     for r, (a, refiner) in enumerate(refiners.items()):
         for c, rho in enumerate(rhos):
@@ -68,7 +68,7 @@ def show_pseudo_label_distribution(refiner, streams: Mapping[tuple[str, float], 
                                    corruption: str, k: int, profile: str) -> None:
     """Appendix G: the mean softmax of BNAdapt and BNAdapt+DART over each LT stream of
     ``corruption`` beside its true class distribution."""
-    fig, axes = plt.subplots(1, len(rhos), figsize=(4.2 * len(rhos), 3.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(rhos), figsize=(WIDTH, 3.2), sharey=True, squeeze=False)
     for ax, rho in zip(axes[0], rhos):
         labels, order, logits = streams[(corruption, rho)]
         truth = np.bincount(labels[order], minlength=k) / len(order)

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from dartlib.experiments.settings import Settings
-from dartlib.reporting.figures import save_figure
+from dartlib.reporting.figures import WIDTH, save_figure
 from dartlib.reporting.more_settings_tables import mixed_layout
 from dartlib.reporting.tables import with_row_labels
 
@@ -21,13 +21,13 @@ def _with_corruption_count(frame: pd.DataFrame) -> pd.DataFrame:
 def plot_more_settings(*, imb: pd.DataFrame, mixed: pd.DataFrame, settings: Settings) -> plt.Figure:
     """BNAdapt and TENT (+DART) per IR, and every method on both mixed-domain streams; saved as
     ``figures/<profile>/more_settings``."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.8))
     curve = _with_corruption_count(with_row_labels(imb[imb.method.isin(["bnadapt", "tent"])]))
     curve.pivot_table(index="shift_param", columns="row", values="accuracy").plot(ax=axes[0], marker="o", logx=True)
     axes[0].set_xlabel("imbalance ratio (IR)")
     axes[0].set_ylabel("accuracy (%), mean over corruptions")
     axes[0].set_title("CIFAR-10C-imb protocol")
-    axes[0].legend(title="method (corruptions averaged)", fontsize=8, title_fontsize=8)
+    axes[0].legend(title="method (corruptions averaged)")
     bars = with_row_labels(mixed_layout(mixed))
     bars = bars.pivot_table(index="row", columns="column", values="accuracy").reindex(bars.row.unique())
     bars.plot.bar(ax=axes[1])
@@ -35,7 +35,7 @@ def plot_more_settings(*, imb: pd.DataFrame, mixed: pd.DataFrame, settings: Sett
     axes[1].set_ylabel("accuracy (%)")
     axes[1].set_title("mixed domains")
     # beside the axes: inside, the legend covered the tallest bars
-    axes[1].legend(title="test stream", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[1].legend(title="test stream", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"{settings['corrupted_dataset']} ({settings.profile} profile)")
     save_figure(fig, profile=settings.profile, name="more_settings")
     return fig

@@ -6,13 +6,13 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from dartlib.reporting.figures import save_figure
+from dartlib.reporting.figures import WIDTH, save_figure
 from dartlib.reporting.paper import load_table
 
 
 def show_training_curves(history: pd.DataFrame, *, title: str, profile: str) -> None:
     """Training loss, and training and clean test accuracy, per epoch."""
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.2))
     axes[0].plot(history.epoch, history.train_loss, marker="o")
     axes[0].set_xlabel("epoch")
     axes[0].set_ylabel("training loss")
@@ -40,7 +40,7 @@ def noadapt_beside_paper(noadapt: pd.DataFrame, *, corrupted_dataset: str) -> pd
 
 def show_noadapt_bars(compare: pd.DataFrame, *, corrupted_dataset: str, severity: int, profile: str) -> None:
     """Bars of :func:`noadapt_beside_paper`'s table: ours, and the paper's beside them when present."""
-    fig, ax = plt.subplots(figsize=(11, 3.4))
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.4))
     with_paper = "paper" in compare
     width = 0.4 if with_paper else 0.8
     x = range(len(compare))

@@ -7,7 +7,7 @@ import numpy as np
 
 from dartlib.analysis import toy
 from dartlib.analysis.toy_checks import ConfusionCheck
-from dartlib.reporting.figures import confusion_heatmap, save_figure
+from dartlib.reporting.figures import HALF_WIDTH, WIDTH, confusion_heatmap, save_figure
 
 CLASS_NAMES = ("1", "2", "3", "4")
 
@@ -43,7 +43,7 @@ def plot_illustration(
     ax.set_xlabel("$x_1$ (after mean centring)")
     ax.set_ylabel("$x_2$ (after mean centring)")
     ax.set_title(f"p = {p}, d = {d}, beta = {beta}, sigma = {sigma}")
-    ax.legend(loc="lower left", fontsize=7, markerscale=2, framealpha=0.9)
+    ax.legend(loc="lower left", markerscale=2, framealpha=0.9)
 
 
 def plot_class1_curves(
@@ -63,7 +63,7 @@ def plot_class1_curves(
 def show_confusion_check(check: ConfusionCheck, *, p: float, d: float, beta: float, sigma: float, n: int, profile: str) -> None:
     """The analytic and simulated confusion matrices of a :class:`dartlib.analysis.toy_checks.ConfusionCheck`
     side by side."""
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 4.6))
     confusion_heatmap(axes[0], check.analytic, labels=CLASS_NAMES, fmt=".4f", title="analytic")
     confusion_heatmap(axes[1], check.simulated, labels=CLASS_NAMES, fmt=".4f", title=f"simulated, n = {n:,}")
     fig.suptitle(f"Pr[h(Norm(x)) = j | y = i], p = {p}, d = {d}, beta = {beta}, sigma = {sigma}")
@@ -73,7 +73,7 @@ def show_confusion_check(check: ConfusionCheck, *, p: float, d: float, beta: flo
 
 def show_illustration_and_curves(p: float, *, d: float, beta: float, sigma: float, seed: int, profile: str) -> None:
     """Appendix C's illustration beside the class-1 confusion curves against p."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 4.4))
     plot_illustration(axes[0], p, d=d, beta=beta, sigma=sigma, n_points=2000, seed=seed)
     plot_class1_curves(axes[1], np.linspace(0.25, 0.49, 97), d=d, beta=beta, sigma=sigma)
     save_figure(fig, profile=profile, name="toy_illustration_and_curves")
@@ -82,7 +82,7 @@ def show_illustration_and_curves(p: float, *, d: float, beta: float, sigma: floa
 
 def show_optimal_w(w_star: np.ndarray, *, profile: str) -> None:
     """Heatmap of Appendix C.2's W*."""
-    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    fig, ax = plt.subplots(figsize=(HALF_WIDTH, 4.4))
     confusion_heatmap(ax, w_star, fmt=".2f", vmin=None, vmax=None, cmap="vlag", center=0.0,
                       title="W* (uniform training prior, long-tailed test prior, rho = 100)")
     ax.set_xlabel("column k")

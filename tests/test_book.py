@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 
@@ -61,3 +62,168 @@ def test_the_cpu_pages_state_the_profile_the_ledger_and_the_tables():
 def test_an_unknown_profile_lists_the_valid_names(tmp_path):
     with pytest.raises(UnknownNameError, match="smoke, cpu"):
         book.write_book_source(profile="cpuu", out=tmp_path / "src")
+
+
+# --- the gallery, the figure style and the captions -------------------------------------------------
+
+def test_the_gallery_follows_the_papers_order_with_readable_titles():
+    text, pngs = book.gallery_page(sources=book.book_sources(profile="cpu"))
+    headings = [line[3:] for line in text.splitlines() if line.startswith("## ")]
+    assert len(headings) == len(pngs) == len(list((REPO_ROOT / "figures" / "cpu").glob("*.png")))
+    stems = {p.stem for p in pngs}
+    assert not [h for h in headings if h in stems or h.replace(" ", "_") in stems or " " not in h]  # titles, not file names
+    numbered = [int(h.split()[1].rstrip(":,")) for h in headings if h.startswith("Figure ")]
+    assert numbered == sorted(numbered) and numbered[:3] == [1, 3, 4]
+    assert headings.index("Figure 1: Confusion patterns of BNAdapt under label shift") == 0
+    first_own = next(i for i, h in enumerate(headings) if not h.startswith(("Figure", "Table")))
+    assert all(not h.startswith(("Figure", "Table")) for h in headings[first_own:]), "paper figures come first"
+
+
+def test_every_figure_is_shown_at_one_scale(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dartlib.reporting import figures
+
+    figures.apply_style()
+    widths = {}
+    for name, inches in (("full", figures.WIDTH), ("half", figures.HALF_WIDTH)):
+        fig, ax = plt.subplots(figsize=(inches, 3))
+        ax.plot([0, 1], [0, 1])
+        fig.savefig(tmp_path / f"{name}.png", bbox_inches=None)
+        plt.close(fig)
+        widths[name] = book.shown_width_percent(tmp_path / f"{name}.png")
+    assert widths["full"] == 100
+    assert abs(widths["half"] - 100 * figures.HALF_WIDTH / figures.WIDTH) <= 2  # bbox "tight" trims a little
+
+
+def test_notebook_06_displays_table_1_as_markdown_that_renders_as_a_table():
+    from IPython.core.formatters import format_display_data
+
+    from dartlib.reporting.table1_report import MarkdownText
+
+    data, _ = format_display_data(MarkdownText("| a | b |\n|---|---|\n| 1 | 2 |"))
+    assert data["text/markdown"] == data["text/plain"] == "| a | b |\n|---|---|\n| 1 | 2 |"
+    for path in (REPO_ROOT / "notebooks" / "06_table1_main.ipynb",
+                 REPO_ROOT / "results" / "cpu" / "notebooks" / "06_table1_main.ipynb"):
+        import nbformat
+
+        cell = next(c for c in nbformat.read(path, as_version=4).cells if "print_rendered_table(" in c.source)
+        assert [o.output_type for o in cell.outputs] == ["display_data"], path
+        assert cell.outputs[0].data["text/markdown"].splitlines()[2].startswith("| method |"), path
+
+
+def _figure_text(fig) -> str:
+    from matplotlib.text import Text
+
+    return "\n".join(t.get_text() for t in fig.findobj(Text) if t.get_visible() and t.get_text())
+
+
+def _smoke_figures(tmp_path, monkeypatch) -> dict:
+    """The figures that stored (golden smoke) results or a synthetic input can draw, by file name:
+    the figure as its module draws it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    import matplotlib.pyplot as plt
+
+    from dartlib.experiments.grid import parse_params, read_results
+    from dartlib.experiments.settings import Settings
+    from dartlib.reporting import data_figures, data_overview, figures
+
+    drawn = {}
+    monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
+    monkeypatch.setattr(plt, "show", lambda *a, **k: None)
+    real_save = figures.save_figure
+
+    def keep(fig, *, profile, name):
+        drawn[name] = fig
+        return real_save(fig, profile=profile, name=name)
+
+    golden = REPO_ROOT / "tests" / "golden" / "smoke"
+    figures.apply_style()
+    settings = Settings("smoke", dict(load_profile("smoke")))
+    from dartlib.reporting import (deviation_figures, more_settings_figures, online_figures, sensitivity_figures,
+                                   table1_report)
+    for module in (data_overview, deviation_figures, more_settings_figures, online_figures, sensitivity_figures,
+                   table1_report):
+        monkeypatch.setattr(module, "save_figure", keep)
+    online_figures.plot_online_imbalance(results=read_results(golden / "online_imbalance.csv"), settings=settings)
+    rows = read_results(golden / "sensitivity.csv")
+    params = rows.params.fillna("").astype(str)
+    alpha = rows[(rows.refiner == "none") | params.str.startswith("alpha=")].copy()
+    alpha["refiner"] = [r if r == "none" else f"DART (alpha={parse_params(p)['alpha']})"
+                        for r, p in zip(alpha.refiner, params[alpha.index])]
+    batch = read_results(golden / "sensitivity_batch.csv")
+    batch["column"] = [int(parse_params(p)["test_batch"]) for p in batch.params]
+    sensitivity_figures.plot_sensitivity(alpha_frame=alpha, batch_frame=batch, settings=settings)
+    more = read_results(golden / "more_settings.csv")
+    more_settings_figures.plot_more_settings(imb=more[more.experiment == "app_cifar10c_imb"],
+                                             mixed=more[more.experiment == "app_mixed"], settings=settings)
+    deviation_figures.show_figure4(pd.read_csv(golden / "prediction_deviation.csv"), title="t", profile="smoke")
+    deviation_figures.show_figure3(pd.read_csv(golden / "accuracy_vs_rho.csv"), title="t", profile="smoke")
+    monkeypatch.setattr(data_figures, "corrupt", lambda images, **kw: images)  # the layout, not the corruptions
+    image = np.zeros((28, 28, 3), dtype=np.uint8)
+    drawn["data_corruptions_cifar10"] = data_figures.plot_corruption_grid(image, title="t", seed=0)
+    drawn["data_corruptions_fmnist"] = drawn["data_corruptions_cifar10"]
+    labels = np.random.default_rng(0).integers(0, 10, 6000)
+    data_overview.show_dirichlet_figures(labels, dataset="d", delta=10.0, n_chunks=25, batch_size=64, k=10, seed=0,
+                                         profile="smoke")
+    return drawn
+
+
+# what a caption may name, and the text its figure must then show
+CAPTION_TERMS = {
+    r"\balpha\b": r"alpha|α", r"\brho\b": r"rho|ρ", r"batch size": r"batch size", r"epoch": r"epoch",
+    r"hidden": r"hidden", r"imbalance ratio|\bIR\b": r"imbalance ratio|\bIR\b", r"\bNoAdapt\b": r"NoAdapt",
+    r"\bBNAdapt\+DART\b": r"BNAdapt\+DART", r"DART-split": r"DART-split", r"\bTENT\b": r"TENT",
+    r"D\(u, p_bar\)": r"D\(u, p_bar\)", r"prediction deviation": r"prediction deviation", r"i\.i\.d\.": r"i\.i\.d\.",
+    r"Dirichlet": r"Dirichlet", r"mixed domains": r"mixed domains", r"CIFAR-10C-imb": r"imb",
+}
+
+
+def _severities(text: str) -> set[int]:
+    found = {int(n) for n in re.findall(r"severity (\d)", text)}
+    for low, high in re.findall(r"severities (\d) to (\d)", text):
+        found |= set(range(int(low), int(high) + 1))
+    return found
+
+
+def test_each_caption_names_only_what_its_figure_plots(tmp_path, monkeypatch):
+    drawn = _smoke_figures(tmp_path, monkeypatch)
+    entries = {f.stem: f for f in book.GALLERY}
+    assert len(drawn) >= 9
+    problems = []
+    for stem, fig in drawn.items():
+        caption, shown = entries[stem].caption, _figure_text(fig)
+        for named, expected in CAPTION_TERMS.items():
+            if re.search(named, caption) and not re.search(expected, shown):
+                problems.append(f"{stem}: the caption names {named!r}, the figure shows no {expected!r}")
+        if _severities(caption) != _severities(shown):
+            problems.append(f"{stem}: caption severities {sorted(_severities(caption))}, "
+                            f"figure severities {sorted(_severities(shown))}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_figure_uses_the_one_style(tmp_path, monkeypatch):
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+    from matplotlib.text import Text
+
+    from dartlib.reporting import figures
+
+    drawn = _smoke_figures(tmp_path, monkeypatch)
+    allowed = set(figures.FONT_SIZES.values()) | {figures.ANNOTATION_SIZE}
+    for stem, fig in drawn.items():
+        assert isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine), stem
+        assert round(fig.get_figwidth(), 2) in (figures.WIDTH, figures.HALF_WIDTH), stem
+        sizes = {t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()}
+        assert sizes <= allowed, (stem, sorted(sizes - allowed))
+    # sizes, fonts and layout come from figures.py only: no figure module sets its own
+    for module in sorted((REPO_ROOT / "dartlib" / "reporting").glob("*_figures.py")):
+        source = module.read_text()
+        assert "tight_layout" not in source, module.name
+        assert not re.search(r"fontsize=\d", source), module.name
+        assert not re.search(r"figsize=\(\d", source), module.name

@@ -38,6 +38,9 @@ if not Path(CHROMIUM).is_file():
                 allow_module_level=True)
 
 
+build_root: dict[str, Path] = {}  # profile -> its built site, for the file:// checks
+
+
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as playwright:
@@ -57,6 +60,7 @@ def book(request, tmp_path_factory):
     """A profile's book built afresh and served on a loopback port; yields (profile, base URL)."""
     profile = request.param
     index = build_book(profile=profile, out=tmp_path_factory.mktemp(f"book-{profile}"))
+    build_root[profile] = index.parent
     handler = functools.partial(_QuietHandler, directory=str(index.parent))
     server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -76,9 +80,44 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+# Every element that reaches past the window's edge must sit in a box that scrolls sideways (and
+# that box within the window); a text or table box whose content is wider than itself must scroll.
+WIDER_THAN_THE_WINDOW = """() => {
+  const vw = document.documentElement.clientWidth;
+  const name = el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") +
+    (typeof el.className === "string" && el.className.trim() ? "." + el.className.trim().split(/\\s+/).slice(0, 2).join(".") : "");
+  const scrollBox = el => {
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      const o = getComputedStyle(a).overflowX;
+      if (o === "auto" || o === "scroll") return a;
+    }
+    return null;
+  };
+  const problems = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    const st = getComputedStyle(el);
+    if (st.display === "none" || st.visibility === "hidden") continue;
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0 || r.right <= 0 || r.left >= vw) continue;
+    if (r.right > vw + 1 || r.left < -1) {
+      const box = scrollBox(el);
+      if (!box || box.getBoundingClientRect().right > vw + 1)
+        problems.push(`${name(el)} spans ${Math.round(r.left)}..${Math.round(r.right)} px of a ${vw} px window`);
+    }
+    if (el.matches("pre, table, div.cell_output, div.output, div.highlight, .scroll-box") &&
+        el.scrollWidth > el.clientWidth + 1 && !["auto", "scroll"].includes(st.overflowX) && !scrollBox(el))
+      problems.push(`${name(el)} is ${el.scrollWidth} px wide in a ${el.clientWidth} px box that does not scroll (clipped)`);
+  }
+  if (document.documentElement.scrollWidth > vw + 1)
+    problems.push(`the page scrolls sideways (${document.documentElement.scrollWidth} px)`);
+  return problems;
+}"""
+
+
 def _crawl(browser, base: str) -> dict[str, dict]:
-    """Every page reachable from index.html by internal links: its console errors, images that did
-    not decode, internal links and element ids."""
+    """Every page reachable from index.html by internal links, at a 1280 px window: its console
+    errors, images that did not decode, internal links, element ids and the elements wider than
+    the window outside a scroll box."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
@@ -97,7 +136,8 @@ def _crawl(browser, base: str) -> dict[str, dict]:
         hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
         ids = page.eval_on_selector_all("[id]", "els => els.map(e => e.id)")
         links = [urljoin(url, h) for h in hrefs if not urlparse(h).scheme or urljoin(url, h).startswith(base)]
-        seen[url] = {"status": response.status if response else None, "errors": list(errors),
+        overflow = page.evaluate(WIDER_THAN_THE_WINDOW)
+        seen[url] = {"status": response.status if response else None, "errors": list(errors), "overflow": overflow,
                      "broken_images": [i["src"] for i in images if not i["ok"]], "images": len(images),
                      "links": links, "ids": set(ids)}
         queue += [urldefrag(link)[0] for link in links if urldefrag(link)[0].endswith(".html")]
@@ -117,6 +157,7 @@ def test_book_pages_load_images_decode_and_links_resolve(browser, book):
             problems.append(f"{url}: HTTP {info['status']}")
         problems += [f"{url}: console error: {e}" for e in info["errors"]]
         problems += [f"{url}: image does not decode: {src}" for src in info["broken_images"]]
+        problems += [f"{url}: {what}" for what in info["overflow"]]
         for link in info["links"]:
             target, fragment = urldefrag(link)
             if target.endswith(".html") and target not in pages:
@@ -138,9 +179,57 @@ def test_book_screenshots_show_the_overview_gallery_and_a_notebook(browser, book
     assert "The claims ledger" in page.inner_text("body")
     statuses = page.eval_on_selector_all("table.claims tr[style]", "rows => rows.map(r => r.style.background)")
     assert statuses and all(statuses), "the claims ledger rows are coloured by status"
-    for name in ("index", "gallery", "notebooks/06_table1_main"):
-        page.goto(urljoin(base, f"{name}.html"))
-        page.screenshot(path=str(ARTEFACTS / f"book-{profile}-{name.replace('/', '-')}.png"), full_page=False)
+    for name in ("index", "gallery", "tables.html#table-1-per-corruption-appendix-tables-19-to-21",
+                 "notebooks/06_table1_main.html#the-rendered-table"):
+        page.goto(urljoin(base, name if ".html" in name else f"{name}.html"))
+        page.wait_for_load_state("networkidle")
+        shot = name.split(".html")[0].replace("/", "-")
+        page.screenshot(path=str(ARTEFACTS / f"book-{profile}-{shot}.png"), full_page=False)
+    page.close()
+
+
+def test_the_wider_than_the_window_check_finds_a_wide_element(browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_content('<div style="width:2000px">wide</div><div style="overflow-x:auto"><table style="width:3000px">'
+                     '<tr><td>scrolls</td></tr></table></div><pre style="overflow:hidden;width:200px">' + "x" * 400
+                     + "</pre>")
+    problems = page.evaluate(WIDER_THAN_THE_WINDOW)
+    page.close()
+    assert any(p.startswith("div spans") for p in problems)
+    assert any("clipped" in p for p in problems)
+    assert not any(p.startswith("table") for p in problems)  # inside its scroll box
+
+
+def test_book_navigation_lists_the_notebooks_with_contents_neighbours_and_downloads(browser, book):
+    """The book theme: every notebook in the left navigation, the page's contents on the right,
+    previous/next at the foot, a .ipynb download, notebook 06's Table 1 as an HTML table, and a
+    search page that works opened from a file (listing pages, saying how to serve for excerpts)."""
+    profile, base = book
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(urljoin(base, "notebooks/06_table1_main.html"))
+    nav = page.eval_on_selector_all(".bd-sidebar-primary nav a", "els => els.map(e => e.getAttribute('href'))")
+    executed = sorted(p.stem for p in (NOTEBOOKS_DIR if profile == "smoke" else
+                                       REPO_ROOT / "results" / profile / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    listed = {"06_table1_main" if h == "#" else h.rsplit("/", 1)[-1].removesuffix(".html") for h in nav if h}  # "#": this page
+    assert set(executed) <= listed, sorted(set(executed) - listed)
+    assert page.locator(".bd-sidebar-secondary .page-toc a").count() >= 3
+    assert page.locator(".prev-next-area a.left-prev").count() == 1
+    assert page.locator(".prev-next-area a.right-next").count() == 1
+    download = page.locator("a[href$='06_table1_main.ipynb']").first.get_attribute("href")
+    body = urllib.request.urlopen(urljoin(page.url, download), timeout=10).read()
+    assert json.loads(body)["cells"], "the .ipynb download is the notebook"
+    rows = page.eval_on_selector_all("#the-rendered-table div.cell_output table tr",
+                                     "rows => rows.map(r => r.cells.length)")
+    assert len(rows) >= 4 and set(rows) == {4}, rows  # method + three rho columns, one row per method
+    assert "| method |" not in page.inner_text("#the-rendered-table")
+    page.close()
+    # opened from a file, search still lists pages
+    index = build_root[profile] / "search.html"
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(index.as_uri() + "?q=BNAdapt")
+    page.wait_for_selector("#search-results li", timeout=30_000)
+    assert page.locator("#search-results li").count() >= 3
+    assert "Serve the book" in page.inner_text("body")
     page.close()
 
 

@@ -17,7 +17,7 @@ from dartlib.analysis.effects import FLAT_POINTS, effect_summary, rank_correlati
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import HOW_TO_GET, expected_path
 from dartlib.paths import results_dir
-from dartlib.reporting.figures import save_figure
+from dartlib.reporting.figures import HALF_WIDTH, WIDTH, save_figure
 from dartlib.reporting.paper import load_table
 from dartlib.reporting.tables import beside_paper, render, row_label, table_beside_paper, with_row_labels
 
@@ -73,7 +73,7 @@ def print_gain_beside_paper(ours: pd.DataFrame, paper: pd.DataFrame | None, gain
 def show_dart_gain(gain: pd.DataFrame, paper_gain: pd.DataFrame | None, *, corrupted_dataset: str,
                    profile: str) -> None:
     """Bars of our DART gain per method and rho, the paper's as black ticks when present."""
-    fig, ax = plt.subplots(figsize=(10, 3.4))
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.4))
     width = 0.8 / len(gain.columns)
     xs = np.arange(len(gain))
     for i, col in enumerate(gain.columns):
@@ -87,7 +87,7 @@ def show_dart_gain(gain: pd.DataFrame, paper_gain: pd.DataFrame | None, *, corru
     ax.set_ylabel("DART gain (points)")
     ax.set_title(f"DART's gain per method on {corrupted_dataset}-LT ({profile} profile)")
     # below the axes: inside, the legend covered a bar whatever its corner
-    ax.legend(ncol=4, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     save_figure(fig, profile=profile, name="table1_dart_gain")
     plt.show()
 
@@ -119,11 +119,29 @@ def rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, c
     return render(table, title=title)
 
 
+class MarkdownText:
+    """Markdown that a notebook shows rendered (text/markdown: a table shows as a table) and a
+    console or a plain-text reader shows as the Markdown itself (text/plain)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _repr_markdown_(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def print_rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, corrupted_dataset: str,
                          profile: str) -> None:
-    """:func:`rendered_table`, also written to results/<profile>/tables/."""
-    print(render(beside_paper(results, _paper_rows(corrupted_dataset), profile=profile, name="table1", title=title,
-                              row_order=list(order), paper_covers=CORRUPTIONS), title=title))
+    """:func:`rendered_table`, also written to results/<profile>/tables/; displayed as Markdown, so
+    a notebook (and the book) shows it as a table."""
+    from IPython.display import display
+
+    display(MarkdownText(render(beside_paper(results, _paper_rows(corrupted_dataset), profile=profile, name="table1",
+                                             title=title, row_order=list(order), paper_covers=CORRUPTIONS),
+                                title=title)))
 
 
 def print_other_columns(names: Sequence[str] = ("cifar10.1", "pacs", "officehome")) -> None:
@@ -166,14 +184,14 @@ def print_dart_effects(results: pd.DataFrame, *, methods: Sequence[str], corrupt
 
 def show_rho1_gain(ours: pd.DataFrame, paper: pd.DataFrame, *, label: str, profile: str) -> None:
     """DART's gain at rho = 1 against BNAdapt's accuracy, one point per corruption, ours and the paper's."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fig, ax = plt.subplots(figsize=(HALF_WIDTH, 3.6))
     ax.scatter(ours.accuracy, ours.gain, label=label)
     ax.scatter(paper.accuracy, paper.gain, marker="x", color="black", label="paper (ResNet-26, CIFAR-10-C)")
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("BNAdapt accuracy at ρ=1 (%)")
     ax.set_ylabel("DART gain at ρ=1 (points)")
     ax.set_title("DART at ρ=1, one point per corruption")
-    ax.legend(fontsize=8)
+    ax.legend()
     save_figure(fig, profile=profile, name="table1_rho1_gain_vs_accuracy")
     plt.show()
 

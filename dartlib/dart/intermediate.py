@@ -201,8 +201,9 @@ def _train_pass(
     images = train.images[d_int]
     steps = len(d_int) // first.batch_size
     any_additive = any(c.outputs == "additive" for c in configs)
+    # only the additive variant reads the model's last layer (the one naming hook: ``head``, ``features``)
     head = (frozen.head.weight.detach().clone(), frozen.head.bias.detach().clone()) if any_additive else None
-    feature_dim = frozen.head.in_features
+    feature_dim = frozen.head.in_features if any_additive else 0
     learners = []
     for config in configs:
         total = config.epochs * steps if max_steps is None else min(max_steps, config.epochs * steps)

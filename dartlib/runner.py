@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
+from papermill.engines import NBClientEngine, papermill_engines
 from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
@@ -24,6 +26,7 @@ from dartlib.registry import UnknownNameError, unknown_name_message
 from dartlib.schema import checked_profile
 
 KERNEL = "python3"
+CELL_ENGINE = "dartlib-cells"  # papermill's nbclient engine, reporting each cell (the runner's bar shows it)
 
 
 def notebook_paths() -> list[Path]:
@@ -91,16 +94,74 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
-def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Path) -> None:
+@dataclass(frozen=True)
+class CellProgress:
+    """Where a notebook's execution stands: ``done`` of its ``total`` code cells have run and
+    ``current`` is the first line of the cell now running ("" once all have run)."""
+
+    done: int
+    total: int
+    current: str
+
+    def __str__(self) -> str:
+        shown = f" `{self.current}`" if self.current else ""
+        return f"cell {self.done}/{self.total}{shown}"
+
+
+def cell_head(source: str, width: int = 50) -> str:
+    """The first line of a cell that is neither blank nor a comment, cut to ``width`` characters."""
+    lines = [line.strip() for line in source.splitlines()]
+    code = [line for line in lines if line and not line.startswith("#")] or [line for line in lines if line] or [""]
+    head = code[0]
+    return head if len(head) <= width else head[: width - 3] + "..."
+
+
+class _CellReportingEngine(NBClientEngine):
+    """papermill's own engine, telling ``on_cell`` (a :class:`CellProgress` callback) as each code
+    cell starts and after the last one has run."""
+
+    @classmethod
+    def execute_managed_notebook(cls, nb_man, kernel_name, on_cell=None, **kwargs):
+        if on_cell is not None:
+            _report_cells(nb_man, on_cell)
+        return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+
+def _report_cells(nb_man, on_cell: Callable[[CellProgress], None]) -> None:
+    code = [i for i, cell in enumerate(nb_man.nb.cells) if cell.get("cell_type") == "code"]
+    position = {index: n for n, index in enumerate(code)}
+    started, completed = nb_man.cell_start, nb_man.cell_complete
+
+    def cell_start(cell, cell_index=None, **kw):
+        started(cell, cell_index, **kw)
+        if cell_index in position:
+            on_cell(CellProgress(position[cell_index], len(code), cell_head(cell.source)))
+
+    def cell_complete(cell, cell_index=None, **kw):
+        completed(cell, cell_index, **kw)
+        if code and cell_index == code[-1]:
+            on_cell(CellProgress(len(code), len(code), ""))
+
+    nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete
+
+
+papermill_engines.register(CELL_ENGINE, _CellReportingEngine)
+
+
+def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Path,
+             on_cell: Callable[[CellProgress], None] | None = None) -> None:
+    """Execute ``path`` into ``output`` with papermill; ``on_cell`` hears each code cell start."""
     pm.execute_notebook(
         str(path),
         str(output),
         parameters=parameters,
+        engine_name=CELL_ENGINE,
         kernel_name=KERNEL,
         cwd=str(REPO_ROOT),
         progress_bar=False,
         log_output=False,
         kernel_manager_class=_kernel_manager_logging_to(log),
+        on_cell=on_cell,
     )
 
 
@@ -157,8 +218,11 @@ def run_profile(
         start = time.perf_counter()
         log = kernel_log_path(out_dir / path.name)
         log.unlink(missing_ok=True)
+        def show(progress: CellProgress, stem: str = path.stem) -> None:
+            bar.set_postfix_str(f"{stem}: {progress}")  # cells done of total, and the one running
+
         try:
-            _execute(path, out_dir / path.name, chosen, log=log)
+            _execute(path, out_dir / path.name, chosen, log=log, on_cell=show)
             if publish_runs:
                 publish(out_dir / path.name, profile=profile)
             runs.append(NotebookRun(path.stem, time.perf_counter() - start, "ok"))
@@ -200,11 +264,16 @@ def refresh_notebooks(notebooks: list[str] | None = None) -> list[NotebookRun]:
     interruption or a failing cell leaves the committed notebook as it was."""
     _kernel_env()
     runs = []
-    for path in tqdm(resolve_notebooks(notebooks), desc="refresh", unit="nb"):
+    bar = tqdm(resolve_notebooks(notebooks), desc="refresh", unit="nb")  # TQDM_DISABLE=1 silences it
+    for path in bar:
         start = time.perf_counter()
         tmp = temporary_name(path)
+
+        def show(progress: CellProgress, stem: str = path.stem) -> None:
+            bar.set_postfix_str(f"{stem}: {progress}")
+
         try:
-            _execute(path, tmp, {}, log=kernel_log_path(runs_dir("refresh") / path.name))
+            _execute(path, tmp, {}, log=kernel_log_path(runs_dir("refresh") / path.name), on_cell=show)
             nbformat.write(strip_run_metadata(nbformat.read(tmp, as_version=4)), tmp)
             os.replace(tmp, path)
         except PapermillExecutionError as err:

@@ -167,3 +167,18 @@ def test_strip_run_metadata_keeps_counts_and_outputs():
     assert out.cells[1].metadata == {}
     assert out.cells[1].execution_count == 2 and out.cells[1].outputs
     assert out.cells[0].metadata["tags"] == ["parameters"]
+
+
+def test_the_runner_reports_each_cell_of_a_notebook(tmp_path):
+    """Progress inside a notebook: cells done of total and the first code line of the running one."""
+    nb = _notebook("# a comment first\nx = 1\n", "y = x + 1", params="a = 1")
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell("text is not counted"))
+    nbformat.write(nb, tmp_path / "01_cells.ipynb")
+    seen: list[runner.CellProgress] = []
+    runner._execute(tmp_path / "01_cells.ipynb", tmp_path / "out.ipynb", {"a": 2}, log=tmp_path / "kernel.log",
+                    on_cell=seen.append)
+    # papermill injects a cell of the values given: 4 code cells in all
+    assert [(p.done, p.total) for p in seen] == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert [p.current for p in seen] == ["a = 1", "a = 2", "x = 1", "y = x + 1", ""]
+    assert str(seen[2]) == "cell 2/4 `x = 1`" and str(seen[-1]) == "cell 4/4"
+    assert runner.cell_head("# only\n\n" + "z" * 80, width=20) == "z" * 17 + "..."

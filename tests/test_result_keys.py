@@ -159,3 +159,20 @@ def test_a_row_whose_count_is_not_a_finite_count_is_refused_naming_the_line(n, t
     path.write_text(f"{header}\n{','.join(fields)}\n")
     with pytest.raises(DamagedFileError, match=rf"table1\.csv is damaged: line 2 has n '{re.escape(n)}', not a finite count"):
         read_results(path)
+
+
+def test_the_shared_source_memo_persists_merges_and_serves_bit_identical_logits(tmp_path):
+    from dartlib.experiments.engine import SharedSourceLogits
+
+    torch.manual_seed(0)
+    source = small_cnn(10, width=4).eval()
+    x1, x2 = torch.rand(8, 3, 32, 32), torch.rand(8, 3, 32, 32)
+    first, second = SharedSourceLogits(source), SharedSourceLogits(source)
+    a, b = first(x1), second(x2)
+    first.save(tmp_path)
+    second.save(tmp_path)  # merged with what the first saved, not overwriting it
+    third = SharedSourceLogits(source)
+    assert third.load(tmp_path) == 2
+    assert torch.equal(third(x1), a) and torch.equal(third(x2), b) and third.hits == 2
+    other = SharedSourceLogits(small_cnn(10, width=4).eval())  # other weights: another file
+    assert other.load(tmp_path) == 0

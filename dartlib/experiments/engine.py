@@ -65,12 +65,18 @@ class SharedSourceLogits:
         return directory / f"source-logits-{tag}.pt"
 
     def save(self, directory: Path) -> Path:
-        """Write the memo (CPU tensors) to :meth:`store_path`, atomically; returns the path."""
+        """Write the memo (CPU tensors) to :meth:`store_path`, atomically, merged under a lock with
+        the entries other processes saved there meanwhile; returns the path."""
+        import fcntl
+
         from dartlib.models.training import save_weights
 
         path = self.store_path(directory)
         path.parent.mkdir(parents=True, exist_ok=True)
-        save_weights({"memo": {k: v.cpu() for k, v in self._memo.items()}}, path=path)
+        with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.load(directory)
+            save_weights({"memo": {k: v.cpu() for k, v in self._memo.items()}}, path=path)
         return path
 
     def load(self, directory: Path) -> int:
@@ -83,7 +89,7 @@ class SharedSourceLogits:
             return 0
         memo = load_weights(path, required=("memo",))["memo"]
         device = next(self.frozen.parameters()).device
-        self._memo.update({k: v.to(device) for k, v in memo.items()})
+        self._memo.update({k: v.to(device) for k, v in memo.items() if k not in self._memo})
         return len(memo)
 
     @torch.no_grad()

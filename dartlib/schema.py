@@ -78,6 +78,10 @@ RANGES: dict[str, Range] = {
     ], RATIO),
     **dict.fromkeys(["dart_alpha", "alpha_grid", "ablation_alpha", "alpha_values"], WEIGHT),
     **dict.fromkeys(["dir_delta", "mixed_delta", "split_temperature"], POSITIVE),
+    # 16_your_model
+    **dict.fromkeys(["own_train_epochs", "own_n_dir", "own_epochs"], COUNT),
+    **dict.fromkeys(["own_train_images", "own_per_class", "own_stream_limit"], LIMIT),
+    "own_rhos": RATIO,
 }
 
 

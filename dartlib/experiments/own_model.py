@@ -1,0 +1,104 @@
+"""Notebook 16: DART on a classifier that is not one of the suite's, through the public API
+(:func:`dartlib.dart.fit.fit_refiner`, :func:`dartlib.tta.wrap.wrap`).
+
+The classifier is torchvision's ResNet-18 as torchvision builds it (its ImageNet stem: a 7 x 7
+convolution of stride 2 and a max-pool, so 32 x 32 images leave 8 x 8 maps after the stem, cheap
+enough for a CPU) with a 10-way (K-way) last layer and the data's normalisation in front, trained
+briefly with Adam: the kind of model a user brings.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from dartlib.dart.refiner import Refiner
+from dartlib.data import load
+from dartlib.data.augmentation import to_tensor
+from dartlib.data.protocols import long_tailed
+from dartlib.tta.wrap import stream_accuracy, wrap
+
+
+class Normalize(nn.Module):
+    """(x - mean) / std per channel, for a model that receives images in [0, 1]."""
+
+    def __init__(self, mean: list[float], std: list[float]) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
+
+def torchvision_resnet18(images: np.ndarray, *, num_classes: int, seed: int) -> nn.Module:
+    """torchvision's ResNet-18 with ``num_classes`` outputs, behind the per-channel normalisation
+    of ``images`` (uint8 N x H x W x 3): its logits for images in [0, 1]."""
+    import torchvision
+
+    torch.manual_seed(seed)
+    x = images.reshape(-1, images.shape[-1]).astype(np.float64) / 255.0
+    mean, std = x.mean(0).tolist(), np.maximum(x.std(0), 1e-3).tolist()
+    return nn.Sequential(Normalize(mean, std), torchvision.models.resnet18(num_classes=num_classes))
+
+
+def train_briefly(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, epochs: int, seed: int,
+                  device: str, batch_size: int = 64, lr: float = 1e-3) -> list[float]:
+    """Plain supervised training (Adam, cross-entropy, no augmentation), in place; returns the mean
+    loss of each epoch."""
+    model.to(device).train()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    rng = np.random.default_rng(seed)
+    losses = []
+    for _ in range(epochs):
+        order, total = rng.permutation(len(labels)), 0.0
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            idx = order[start:start + batch_size]
+            loss = F.cross_entropy(model(to_tensor(images[idx]).to(device)), torch.from_numpy(labels[idx]).to(device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * len(idx)
+        losses.append(total / (len(order) // batch_size * batch_size))
+    return losses
+
+
+@torch.no_grad()
+def clean_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, device: str,
+                   batch_size: int = 500) -> float:
+    """Accuracy (%) of ``model`` with its stored BN statistics (NoAdapt) on clean images."""
+    model.eval()
+    correct = sum(int((model(to_tensor(images[i:i + batch_size]).to(device)).argmax(1).cpu().numpy()
+                       == labels[i:i + batch_size]).sum()) for i in range(0, len(labels), batch_size))
+    return 100.0 * correct / len(labels)
+
+
+def before_after(model: nn.Module, refiner: Refiner, *, num_classes: int, corrupted_dataset: str,
+                 corruptions: list[str], severity: int, rhos: list[float], stream_limit: int, batch_size: int,
+                 seed: int, device: str) -> pd.DataFrame:
+    """BNAdapt and BNAdapt+DART (:func:`wrap` with and without ``refiner``) on the LT stream of
+    every corruption and rho (:func:`long_tailed`, shuffled; its first ``stream_limit`` images when
+    > 0). One row per (corruption, rho, method): accuracy (%) and the stream's length."""
+    rows = []
+    for corruption in corruptions:
+        test = load(corrupted_dataset, corruption=corruption, severity=severity)
+        for rho in rhos:
+            order = long_tailed(test.labels, rho=rho, seed=seed)[:stream_limit or None]
+            for method, used in (("BNAdapt", None), ("BNAdapt+DART", refiner)):
+                adapter = wrap("bnadapt", model=model, refiner=used, device=device)
+                accuracy = stream_accuracy(adapter, test, num_classes=num_classes, batch_size=batch_size,
+                                           device=device, order=order)
+                rows.append({"corruption": corruption, "rho": rho, "method": method, "accuracy": accuracy,
+                             "images": len(order)})
+    return pd.DataFrame(rows)
+
+
+def gain_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean accuracy over corruptions per rho (rows: methods, then DART - BNAdapt)."""
+    table = rows.pivot_table(index="method", columns="rho", values="accuracy", aggfunc="mean")
+    table.loc["DART - BNAdapt"] = table.loc["BNAdapt+DART"] - table.loc["BNAdapt"]
+    table.columns = [f"rho={rho:g}" for rho in table.columns]
+    return table

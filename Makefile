@@ -8,7 +8,12 @@ PROFILE ?= smoke
 FMNIST_DIR := /usr/share/datasets/fashion-mnist
 NBVAL_FLAGS := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: help setup os-packages reproduce test test-kernels lab book clean-runs
+.PHONY: help setup os-packages reproduce test test-kernels lab book clean-runs signal-check
+
+# Recipes that run python end in `exec`: python is then make's own child, which make's SIGTERM
+# reaches (make passes on SIGTERM to its children, not to a grandchild behind a shell). python -m
+# dartlib stops on SIGTERM as on Ctrl-C (kernels and workers shut down, partial files removed, the
+# resume hint) and, under make, also ends when make itself is killed (SIGKILL).
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -48,10 +53,10 @@ os-packages: ## install Debian's Fashion-MNIST (dataset-fashion-mnist) and chrom
 	  || echo "warning: Fashion-MNIST is missing and could not be downloaded; the smoke notebooks need it: run 'sudo apt-get install dataset-fashion-mnist', or '$(PY) -m dartlib data download fmnist' with internet access"
 
 reproduce: setup ## run the whole notebook sequence with papermill (PROFILE=smoke by default)
-	$(PY) -m dartlib run --profile $(PROFILE)
+	exec $(PY) -m dartlib run --profile $(PROFILE)
 
 test: setup ## unit tests plus nbval over the committed notebooks
-	TQDM_DISABLE=1 $(PY) -m pytest tests notebooks $(NBVAL_FLAGS)
+	exec env TQDM_DISABLE=1 $(PY) -m pytest tests notebooks $(NBVAL_FLAGS)
 
 # Another CPU type rounds differently; changing the math libraries' kernels on this machine does the
 # same. The smoke results are recomputed from scratch under them (results/smoke/ and figures/smoke/
@@ -60,13 +65,18 @@ test: setup ## unit tests plus nbval over the committed notebooks
 OTHER_KERNELS := ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE
 test-kernels: setup ## every notebook again, recomputed under other math kernels (another CPU type's rounding)
 	rm -rf results/smoke figures/smoke
-	$(OTHER_KERNELS) TQDM_DISABLE=1 $(PY) -m pytest notebooks $(NBVAL_FLAGS)
+	exec env $(OTHER_KERNELS) TQDM_DISABLE=1 $(PY) -m pytest notebooks $(NBVAL_FLAGS)
 
 lab: setup ## JupyterLab on the suite (python -m dartlib lab --help: port, token, no browser)
-	$(PY) -m dartlib lab
+	exec $(PY) -m dartlib lab
 
 book: setup ## the results book of PROFILE (static HTML in build/book/<profile>/html/) from its executed notebooks
-	$(PY) -m dartlib book --profile $(PROFILE)
+	exec $(PY) -m dartlib book --profile $(PROFILE)
 
 clean-runs: ## remove executed notebook copies (runs/)
 	rm -rf runs
+
+# tests/test_faults_io.py: a python that waits as a long target does, set up as python -m dartlib
+# sets itself up; killing make (SIGTERM, SIGKILL) must end it
+signal-check:
+	@exec $(PY) -c "from dartlib.cli import signals_stop_the_command as s; s(); import time; print('ready', flush=True); time.sleep(120)"

@@ -78,6 +78,33 @@ def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, 
     parser.error(f"unrecognized argument{'s' if len(extra) > 1 else ''}: {', '.join(words)}")
 
 
+DATA_ROOT_CHANGE = "point DART_DATA_DIR at a folder on a writable device with space"
+
+
+def _writable(*folders: tuple[Path, str]) -> None:
+    """Before anything is computed: every folder the command writes (``(folder, the alternative to
+    offer)``) must take a file, else one line naming it and what to free or change
+    (:class:`dartlib.data.files.NotWritableError`, exit 5)."""
+    from dartlib.data.files import check_writable
+
+    for folder, change in folders:
+        check_writable(folder, change=change)
+
+
+def _repo_folder(*parts: str) -> tuple[Path, str]:
+    """A folder of the repository a command writes, with the alternative to offer: a writable checkout."""
+    from dartlib.paths import REPO_ROOT
+
+    return REPO_ROOT.joinpath(*parts), f"work in a clone of the repository on a writable device (git clone {REPO_ROOT})"
+
+
+def _data_folders(*parts: str) -> list[tuple[Path, str]]:
+    """The data root (caches, generated test sets) and its checkpoints/ (trained models and refiners)."""
+    from dartlib.paths import data_root
+
+    return [(data_root().joinpath(*parts), DATA_ROOT_CHANGE), (data_root() / "checkpoints", DATA_ROOT_CHANGE)]
+
+
 def float_list(text: str) -> list[float]:
     """An argparse type: comma-separated numbers, e.g. ``0.1,1,10``."""
     try:
@@ -91,7 +118,12 @@ def float_list(text: str) -> list[float]:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dartlib.runner import format_summary, run_profile
+    from dartlib.schema import checked_profile
 
+    checked_profile(args.profile)
+    _writable(_repo_folder("runs", args.profile), _repo_folder("results", args.profile),
+              _repo_folder("figures", args.profile), *_data_folders(),
+              *([_repo_folder("results", args.profile, "notebooks")] if args.publish else []))
     runs = run_profile(profile=args.profile, notebooks=args.notebooks, keep_going=args.keep_going,
                        publish_runs=args.publish)
     print(format_summary(runs))
@@ -107,7 +139,15 @@ def _cmd_book(args: argparse.Namespace) -> int:
     from dartlib.schema import checked_profile
 
     checked_profile(args.profile)
-    index = build_book(profile=args.profile, out=Path(args.out) if args.out else None)
+    from dartlib.reporting.book import BOOK_DIR
+
+    out = Path(args.out) if args.out else BOOK_DIR / args.profile
+    _writable((out.parent, "give another folder with --out DIR"))
+    try:
+        index = build_book(profile=args.profile, out=Path(args.out) if args.out else None)
+    except RuntimeError as err:  # Sphinx's own messages are above; the previous book is left as it was
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     pages = sorted(p for p in index.parent.rglob("*.html") if p.name not in ("genindex.html", "search.html"))
     print(f"{args.profile} book: {len(pages)} pages; open {index}")
     return 0
@@ -150,17 +190,23 @@ def _cmd_profiles(_: argparse.Namespace) -> int:
 def _cmd_data_status(_: argparse.Namespace) -> int:
     from dartlib.data.sources import status
 
+    damaged = 0
     for row in status():
-        mark = "present" if row["present"] else "ABSENT "
+        mark = ("DAMAGED" if row["problem"] else "present") if row["present"] else "ABSENT "
         print(f"{row['dataset']:<13} {mark}  {row['path']}")
-        if not row["present"]:
+        if row["problem"]:
+            damaged += 1
+            print(f"{'':<13}          wrong: {row['problem']}")
+            print(f"{'':<13}          how to get it again: {row['how to get it']}")
+        elif not row["present"]:
             print(f"{'':<13}          how to get it: {row['how to get it']}")
-    return 0
+    return 1 if damaged else 0
 
 
 def _cmd_data_download(args: argparse.Namespace) -> int:
     from dartlib.data.download import download
 
+    _writable(*_data_folders()[:1])
     print(f"{args.dataset}: {download(args.dataset)}")
     return 0
 
@@ -168,7 +214,9 @@ def _cmd_data_download(args: argparse.Namespace) -> int:
 def _cmd_data_prepare(args: argparse.Namespace) -> int:
     from dartlib.data.corruptions import CORRUPTIONS
     from dartlib.data.prepare import prepare_corrupted
+    from dartlib.data.sources import corrupted_dir
 
+    _writable((corrupted_dir(args.dataset), DATA_ROOT_CHANGE), *_data_folders()[:1])
     folder = prepare_corrupted(
         args.dataset,
         severities=args.severities,
@@ -271,6 +319,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if not (dataset and arch and recipe):
         raise SystemExit("give --profile, or all of --dataset, --arch and --recipe")
     seed = args.seed if args.seed is not None else p.get("seed", 0)
+    from dartlib.models.training import checkpoint_path
+
+    target = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, directory=args.directory).parent
+    _writable((target, "train into another folder with --directory DIR" if args.directory else DATA_ROOT_CHANGE),
+              *([] if args.directory else _data_folders()[:1]))
     path = train_source(dataset=dataset, arch=arch, recipe=recipe, seed=seed, progress=not args.quiet,
                         max_epochs=args.max_epochs, directory=args.directory)
     if path.name.endswith(".partial.pt"):
@@ -285,6 +338,7 @@ def _cmd_artefacts(args: argparse.Namespace) -> int:
     from dartlib.models import artefacts
 
     if args.action == "manifest":
+        _writable((artefacts.MANIFEST.parent, ""))
         path = artefacts.write_manifest()
         print(f"{path}: {len(artefacts.committed_files())} files")
         return 0
@@ -300,6 +354,7 @@ def _cmd_reference(args: argparse.Namespace) -> int:
     from dartlib.reporting import reference
 
     if args.action == "update":
+        _writable(_repo_folder("tests", "golden", args.profile))
         print(f"stored the results of profile {args.profile} in {reference.update_reference(args.profile)}")
         return 0
     compared, problems = reference.compare_profile(args.profile)
@@ -347,6 +402,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         "diagnosis": (diagnosis.prepare_diagnosis_context, diagnosis.diagnosis_cells),  # notebook 15
     }[args.experiment]
     params = load_profile(args.profile)  # a profile defines every notebook parameter (tests/test_runner.py)
+    if not args.status:  # --status writes nothing; the others the results file, trained refiners and caches
+        _writable(_repo_folder("results", args.profile), *_data_folders())
     cells = make_cells(params)
     for field in ("method", "refiner"):
         if not getattr(args, f"{field}s"):
@@ -415,7 +472,8 @@ def _grid_on_ray(args: argparse.Namespace, cells: list, prepare, params: dict) -
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"interrupted: the workers are stopped, every finished cell is in {path}", file=sys.stderr)
+        print(f"interrupted: the workers are stopped, every finished cell is in {path}; resume with: "
+              f"python -m dartlib {shlex.join(sys.argv[1:] if _ARGV is None else _ARGV)}", file=sys.stderr)
         return 130
     return 0
 
@@ -445,6 +503,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"unknown held-out corruption(s) {', '.join(unknown)}; valid: {', '.join(HOLDOUT_CORRUPTIONS)}")
     p = load_profile(args.profile)
+    _writable(_repo_folder("results", args.profile), *_data_folders())
     checkpoint = train_source(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"],
                               seed=p["seed"], progress=False)
     model, meta = load_checkpoint(checkpoint)
@@ -454,8 +513,11 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
                                    config=config, alphas=args.alphas,
                                    heldout_per_class=args.heldout, batch_size=p["test_batch_size"],
                                    max_loss=args.max_loss, holdout_corruptions=corruptions, severity=p["severity"])
+    from dartlib.data.files import atomic_path
+
     path = results_dir(args.profile) / validation_filename(corrupted=bool(corruptions), epochs=args.epochs)
-    frame.to_csv(path, index=False, float_format="%.4f")
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.4f")
     where = f", clean and under {', '.join(corruptions)} at severity {p['severity']}" if corruptions else ""
     print(f"{args.profile}: {meta['arch']} on {p['source_dataset']}; g_phi of {args.epochs} epochs on the training set "
           f"less {args.heldout} images per class, scored on those{where} (no test data)")
@@ -641,11 +703,50 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_ARGV: list[str] | None = None  # the arguments of the running command (its resume hint repeats them)
+
+
+def _stop_on_signal(signum: int, _frame) -> None:
+    """SIGTERM or SIGHUP (``kill``, make passing on its own SIGTERM, a closed terminal) stop the
+    command as Ctrl-C does: files being written are removed, kernels and workers are shut down, and
+    a command that resumes says how."""
+    raise KeyboardInterrupt
+
+
+def signals_stop_the_command() -> None:
+    """Installed by ``python -m dartlib`` (not by a test calling :func:`main`): SIGTERM and SIGHUP
+    raise KeyboardInterrupt, and under make the process ends with make."""
+    import os
+    import signal
+
+    if threading_main():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                signal.signal(sig, _stop_on_signal)
+    # Under make (MAKELEVEL set), this process also ends when make is killed outright (SIGKILL): make
+    # cannot pass that on, the kernel can (Linux's parent-death signal).
+    if os.environ.get("MAKELEVEL") and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
 def main(argv: list[str] | None = None) -> int:
-    from dartlib.data.files import DamagedFileError
+    from dartlib.data.files import DamagedFileError, as_write_error
     from dartlib.profiles import ProfileError
 
+    global _ARGV
     argv = sys.argv[1:] if argv is None else argv
+    _ARGV = list(argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -665,3 +766,12 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as err:  # DataMissingError says what is missing and how to get it
         print(f"error: {err}", file=sys.stderr)
         return 3
+    except NotADirectoryError as err:
+        print(f"error: {err.strerror}", file=sys.stderr)
+        return 5
+    except OSError as err:  # no space, no permission, a read-only device: the path and what to free or change
+        problem = as_write_error(err)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
+        return 5

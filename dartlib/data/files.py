@@ -11,9 +11,11 @@ to rebuild it, instead of the reader's own error (``mmap length is greater than 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,16 +45,141 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.stem}.{os.getpid()}-{secrets.token_hex(4)}.tmp{path.suffix}")
 
 
+# The errors of a write the user can act on: no space (or quota) left, no permission, a read-only file system.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} bytes"
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+class NotWritableError(OSError):
+    """A folder or file the command must write cannot be written: no space left on its device, no
+    permission, or a read-only file system. ``str()`` is one line naming the path and what to free
+    or change; ``errno`` and ``filename`` are those of the failed write."""
+
+    def __init__(self, code: int, path: Path | str, change: str = "") -> None:
+        super().__init__(code, os.strerror(code), str(path))
+        self.path, self.change = Path(path), change
+        try:  # read now, while what filled the device (a temporary file) is still there
+            self.free = shutil.disk_usage(_existing(self.path.parent)).free
+        except OSError:
+            self.free = None
+
+    def __str__(self) -> str:
+        path = self.path
+        folder = _existing(path if path.is_dir() else path.parent)
+        alternative = f", or {self.change}" if self.change else ""
+        if self.errno in (errno.ENOSPC, errno.EDQUOT):
+            free = "no space" if self.free is None else f"{_size(self.free)} free"
+            what = "no space left" if self.errno == errno.ENOSPC else "the disk quota is used up"
+            return (f"cannot write {path}: {what} on the device holding {folder} ({free}); free space there "
+                    f"(`df -h {folder}` shows the device, `du -sh {folder}/*` what fills it){alternative}, "
+                    "then run the same command again")
+        if self.errno == errno.EROFS:
+            return (f"cannot write {path}: {folder} is on a read-only file system; remount it read-write"
+                    f"{alternative}, then run the same command again")
+        return (f"cannot write {path}: permission denied on {folder}; make it writable for this user "
+                f"(`chmod -R u+w {folder}`, or `sudo chown -R $(id -u) {folder}`){alternative}, then run the "
+                "same command again")
+
+
+def as_write_error(err: OSError, path: Path | str | None = None, change: str = "") -> NotWritableError | None:
+    """``err`` as a :class:`NotWritableError` naming ``path`` (default: the file the error names),
+    or None when it is not a failure of writing the user can act on."""
+    if isinstance(err, NotWritableError):
+        return err
+    if err.errno not in WRITE_ERRNOS:
+        return None
+    where = path if path is not None else (err.filename or "")
+    return NotWritableError(err.errno, where, change)
+
+
+PROBE_BYTES = 64 * 1024  # written, then removed, by check_writable: a full device refuses it
+
+
+def check_writable(folder: Path, *, change: str = "") -> Path:
+    """Raise :class:`NotWritableError` unless a file can be created and written in ``folder`` (or,
+    where it does not exist yet, in its nearest existing ancestor, where it will be created): a
+    command calls this for every folder it writes before it computes anything. ``change`` is the
+    alternative the message offers (another folder, an environment variable). Returns ``folder``."""
+    place = _existing(folder)
+    if not place.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{place} is a file where the folder {folder} should be; "
+                                 "move it away", str(place))
+    probe = place / f".write-probe.{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, bytes(PROBE_BYTES))
+            os.fsync(fd)  # some file systems report a full device only here
+        finally:
+            os.close(fd)
+    except OSError as err:
+        problem = as_write_error(err, folder, change)
+        if problem is None:
+            raise
+        raise problem from None
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return folder
+
+
+def _device_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(_existing(folder)).free < PROBE_BYTES
+    except OSError:
+        return False
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path to write; on success it replaces ``path``, on failure it is removed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Yield a temporary path to write; on success it replaces ``path``, on failure it is removed.
+    A write that fails for want of space or permission raises :class:`NotWritableError` naming
+    ``path`` (not the temporary name)."""
     tmp = temporary_name(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
         os.replace(tmp, path)
+    except OSError as err:
+        problem = as_write_error(err, path)
+        if problem is None:
+            raise
+        raise problem from None
+    except Exception:
+        # Some writers report a full device as their own error (torch.save's zip writer: a
+        # RuntimeError "unexpected pos"): read the device before the temporary file is removed.
+        if _device_full(path.parent):
+            raise NotWritableError(errno.ENOSPC, path) from None
+        raise
     finally:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """``path.write_text(text)``, whole or not at all (:func:`atomic_path`)."""
+    with atomic_path(Path(path)) as tmp:
+        tmp.write_text(text)
+    return Path(path)
 
 
 def load_npy(path: Path, *, mmap_mode: str | None = None, remedy: str = REGENERATE) -> np.ndarray:

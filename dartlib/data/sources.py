@@ -155,15 +155,72 @@ def read_image_folder(root: Path, *, size: int | None = None) -> tuple[np.ndarra
     images, labels = [], []
     for label, cls in enumerate(classes):
         for path in _image_files(root / cls):
-            with Image.open(path) as img:
-                rgb = img.convert("RGB")
-                if size is not None:
-                    rgb = _resize_centre_crop(rgb, size)
-                images.append(np.asarray(rgb, dtype=np.uint8))
+            try:
+                with Image.open(path) as img:
+                    rgb = img.convert("RGB")
+            except (OSError, ValueError, SyntaxError) as err:  # PIL's UnidentifiedImageError is an OSError
+                raise DamagedFileError(path, f"not a readable image ({err})", IMAGE_REMEDY) from None
+            if size is not None:
+                rgb = _resize_centre_crop(rgb, size)
+            elif images and rgb.size != images[0].shape[1::-1]:
+                raise DamagedFileError(path, f"{rgb.size[0]} x {rgb.size[1]} pixels where the folder's first image "
+                                             f"has {images[0].shape[1]} x {images[0].shape[0]}", IMAGE_REMEDY)
+            images.append(np.asarray(rgb, dtype=np.uint8))
             labels.append(label)
     if not images:
         raise ValueError(f"no images under {root}")
     return np.stack(images), np.asarray(labels, dtype=np.int64), classes
+
+
+IMAGE_REMEDY = "replace the folder with an intact copy of the dataset (`python -m dartlib data status` checks it)"
+IMAGE_SHAPES = {"cifar10": ((32, 32), 10), "cifar100": ((32, 32), 100)}  # (width, height), classes
+SAMPLED_CLASSES = 3  # data status opens the first image of this many classes (first, middle, last): a few files
+
+
+def image_folder_problem(root: Path, *, shape: tuple[int, int], classes: int) -> str:
+    """What is wrong with the image folder ``root`` (``<class>/<image>``), read cheaply: the number
+    of class folders, and the first image of a few classes opened and measured; "" when it looks
+    right. The answer names the file or folder at fault."""
+    from PIL import Image
+
+    found = sorted(d for d in root.iterdir() if d.is_dir())
+    if len(found) != classes:
+        return f"{root} holds {len(found)} class folders, expected {classes} (<class>/<image>.png)"
+    for folder in dict.fromkeys(found[i] for i in (0, len(found) // 2, len(found) - 1)[:SAMPLED_CLASSES]):
+        files = _image_files(folder)
+        if not files:
+            others = sorted(p.name for p in folder.iterdir())[:3]
+            return (f"{folder} holds no image files ({', '.join(IMAGE_SUFFIXES)})"
+                    + (f"; it holds {', '.join(others)}, ..." if others else ", it is empty"))
+        try:
+            with Image.open(files[0]) as img:
+                img.load()
+                size = img.size
+        except (OSError, ValueError, SyntaxError) as err:
+            return f"{files[0]} is not a readable image ({err})"
+        if size != shape:
+            return f"{files[0]} is {size[0]} x {size[1]} pixels, expected {shape[0]} x {shape[1]}"
+    return ""
+
+
+def dataset_problem(name: str, path: Path) -> str:
+    """What is wrong with dataset ``name`` found at ``path`` (:func:`expected_path`), checked cheaply
+    (a few files): image folders hold images of the expected shape, a corrupted set's labels read
+    as an array; "" when nothing is."""
+    if name in IMAGE_SHAPES and path.is_dir() and path.name == "test":  # an image folder, not torchvision's files
+        shape, classes = IMAGE_SHAPES[name]
+        for split in ("test", "train"):
+            if (path.parent / split).is_dir():
+                problem = image_folder_problem(path.parent / split, shape=shape, classes=classes)
+                if problem:
+                    return problem
+        return ""
+    if path.suffix == ".npy" and path.is_file():
+        try:
+            load_npy(path, mmap_mode="r")
+        except DamagedFileError as err:
+            return str(err)
+    return ""
 
 
 def _resize_centre_crop(img, size: int):
@@ -520,9 +577,12 @@ HOW_TO_GET = {
 
 
 def status() -> list[dict[str, object]]:
-    """For every dataset: present or not, where the suite looks, and how to obtain it."""
+    """For every dataset: present or not, where the suite looks, how to obtain it, and what is wrong
+    with what is there (:func:`dataset_problem`, "" when nothing)."""
     rows = []
     for name in SOURCES:
         path = expected_path(name)
-        rows.append({"dataset": name, "present": path.exists(), "path": str(path), "how to get it": HOW_TO_GET[name]})
+        present = path.exists()
+        rows.append({"dataset": name, "present": present, "path": str(path), "how to get it": HOW_TO_GET[name],
+                     "problem": dataset_problem(name, path) if present else ""})
     return rows

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from dartlib.data.files import DamagedFileError
+from dartlib.data.files import DamagedFileError, write_text_atomic
 from dartlib.paths import REPO_ROOT
 
 COMMITTED_DIR: Path = REPO_ROOT / "data" / "checkpoints"
@@ -117,7 +117,7 @@ def write_manifest(directory: Path = COMMITTED_DIR) -> Path:
         "files": entries,
     }
     path = directory / MANIFEST.name
-    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    write_text_atomic(path, json.dumps(manifest, indent=1) + "\n")  # whole or not at all
     return path
 
 

@@ -493,14 +493,31 @@ def build_book(*, profile: str, out: Path | None = None, quiet: bool = True) -> 
     errors, so a broken reference fails the build."""
     from sphinx.cmd.build import build_main
 
-    root = out or BOOK_DIR / profile
-    src = write_book_source(profile=profile, out=root / "src")
-    html_dir = root / "html"
-    if html_dir.exists():
-        shutil.rmtree(html_dir)
-    args = ["-b", "html", "-W", "--keep-going", "-E", "-d", str(root / "doctrees"), str(src), str(html_dir)]
-    if quiet:
-        args.insert(0, "-q")
-    if build_main(args) != 0:
-        raise RuntimeError(f"building the {profile} book failed (Sphinx's messages above); source: {src}")
-    return html_dir / "index.html"
+    import os
+    import secrets
+
+    root = (out or BOOK_DIR / profile).absolute()
+    # Built aside, in a folder beside ``root``, and swapped in whole once Sphinx has finished: an
+    # interrupted or failed build leaves the previous book as it was (a failed one keeps its tree
+    # in ``.<name>.failed/`` for its source).
+    root.parent.mkdir(parents=True, exist_ok=True)
+    aside = root.with_name(f".{root.name}.building-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        src = write_book_source(profile=profile, out=aside / "src")
+        args = ["-b", "html", "-W", "--keep-going", "-E", "-d", str(aside / "doctrees"), str(src), str(aside / "html")]
+        if quiet:
+            args.insert(0, "-q")
+        if build_main(args) != 0:
+            failed = root.with_name(f".{root.name}.failed")
+            shutil.rmtree(failed, ignore_errors=True)
+            os.replace(aside, failed)
+            raise RuntimeError(f"building the {profile} book failed (Sphinx's messages above); the previous book is "
+                               f"unchanged; source: {failed / 'src'}")
+        old = root.with_name(f".{root.name}.old-{os.getpid()}-{secrets.token_hex(4)}")
+        if root.exists():
+            os.replace(root, old)
+        os.replace(aside, root)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+    return root / "html" / "index.html"

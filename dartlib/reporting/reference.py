@@ -212,8 +212,11 @@ def update_reference(profile: str) -> Path:
     """Store the profile's current results files as the reference (after an intended change)."""
     target = REFERENCE_DIR / profile
     target.mkdir(parents=True, exist_ok=True)
+    from dartlib.data.files import atomic_path
+
     for path in sorted(results_dir(profile).glob("*.csv")):
-        shutil.copyfile(path, target / path.name)
+        with atomic_path(target / path.name) as tmp:  # each file whole or not at all
+            shutil.copyfile(path, tmp)
     return target
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dartlib.data.files import write_text_atomic
 from dartlib.experiments.grid import parse_params  # noqa: F401 - the params column, read here too
-
 from dartlib.paths import results_dir
 
 METHOD_NAMES = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "NOTE", "delta": "DELTA",
@@ -153,7 +153,7 @@ def write_tables(table: pd.DataFrame, *, profile: str, name: str, title: str = "
     paths = {}
     for fmt, ext in (("csv", "csv"), ("markdown", "md"), ("latex", "tex")):
         path = folder / f"{name}.{ext}"
-        path.write_text(render(table, fmt=fmt, title=title))
+        write_text_atomic(path, render(table, fmt=fmt, title=title))  # whole or not at all
         paths[fmt] = path
     return paths
 

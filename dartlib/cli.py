@@ -379,7 +379,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     import torch
 
-    from dartlib.experiments import backbone_study, diagnosis, online
+    from dartlib.experiments.grids import GRIDS
+    from dartlib.registry import UnknownNameError
     from dartlib.experiments.grid import grid_status, parse_shard, run_grid, shard
     from dartlib.paths import results_dir
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
@@ -394,13 +395,12 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             return 2
     if args.threads:
         torch.set_num_threads(args.threads)
-    prepare, make_cells = {  # notebooks 06, 11 and 14
-        "table1": (prepare_context, profile_cells),
-        "note_report": (prepare_context, profile_note_report_cells),
-        "online_imbalance": (online.prepare_online_context, online.profile_cells),
-        "backbone_study": (backbone_study.prepare_study_context, backbone_study.profile_cells),
-        "diagnosis": (diagnosis.prepare_diagnosis_context, diagnosis.diagnosis_cells),  # notebook 15
-    }[args.experiment]
+    try:
+        spec = GRIDS[args.experiment]
+    except UnknownNameError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    prepare, make_cells = spec.prepare, spec.cells
     params = load_profile(args.profile)  # a profile defines every notebook parameter (tests/test_runner.py)
     if not args.status:  # --status writes nothing; the others the results file, trained refiners and caches
         _writable(_repo_folder("results", args.profile), *_data_folders())
@@ -442,8 +442,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         print(f"current {table.current.sum()} of {table.cells.sum()} cells; to compute: {table.stale.sum()} stale, "
               f"{table.missing.sum()} missing")
         return 0
-    shared = {"online_imbalance": online.SHARED_RESULTS, "diagnosis": diagnosis.SHARED_RESULTS}.get(args.experiment, ())
-    reuse = [results_dir(args.profile) / name for name in shared]
+    reuse = [results_dir(args.profile) / name for name in spec.shared_results]
     run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=path, experiment=args.experiment,
              inputs=context.inputs, reuse=reuse)
     return 0
@@ -451,8 +450,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
 def _grid_on_ray(args: argparse.Namespace, cells: list, prepare, params: dict) -> int:
     """``grid --backend ray``: the cells on Ray workers, each preparing the context once."""
-    from dartlib.experiments import online
     from dartlib.experiments.distributed import CellsFailed, ContextFactory, run_grid_ray
+    from dartlib.experiments.grids import GRIDS
     from dartlib.paths import results_dir
 
     if args.shard:
@@ -460,7 +459,7 @@ def _grid_on_ray(args: argparse.Namespace, cells: list, prepare, params: dict) -
               file=sys.stderr)
         return 2
     path = results_dir(args.profile) / f"{args.experiment}.csv"
-    shared = online.SHARED_RESULTS if args.experiment == "online_imbalance" else ()
+    shared = GRIDS[args.experiment].shared_results
     factory = ContextFactory(prepare, {**params, "progress": False}, args.threads)
     print(f"{args.profile}: {len(cells)} {args.experiment} cells on Ray "
           f"({args.cpus_per_cell:g} CPU, {args.gpus_per_cell:g} GPU per cell); {path}")
@@ -641,9 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     claims.set_defaults(func=_cmd_claims)
 
     grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
-    grid_.add_argument("experiment", choices=["table1", "note_report", "online_imbalance", "backbone_study", "diagnosis"],
-                       help="table1: notebook 06's grid; note_report: its NOTE+DART cells with dart_use=report; "
-                            "online_imbalance: notebook 11's; backbone_study: notebook 14's")
+    grid_.add_argument("experiment", help="a grid of dartlib.experiments.grids.GRIDS: table1, note_report, "
+                                          "online_imbalance, backbone_study, diagnosis (an unknown name lists them)")
     grid_.add_argument("--profile", default=DEFAULT_PROFILE)
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
     grid_.add_argument("--threads", type=positive_int, help="torch CPU threads for this process")

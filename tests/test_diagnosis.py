@@ -120,3 +120,13 @@ def test_a_field_added_later_keeps_the_names_of_refiners_trained_before_it():
     # the committed Table 1 refiner of the cpu profile (data/checkpoints/MANIFEST.json)
     assert refiner_path(Path("cifar10-resnet26-w16-cpu-seed0.pt"), config).name == \
         "cifar10-resnet26-w16-cpu-seed0.dart-a11600d3ac18.pt"
+
+
+def test_every_registered_grid_names_an_existing_notebook_and_an_unknown_one_lists_them(capsys):
+    from dartlib import cli
+    from dartlib.experiments.grids import GRIDS
+    from dartlib.paths import NOTEBOOKS_DIR
+
+    assert "diagnosis" in GRIDS and all((NOTEBOOKS_DIR / f"{s.notebook}.ipynb").is_file() for s in GRIDS.values())
+    assert cli.main(["grid", "tabel1", "--profile", "smoke"]) == 2
+    assert "unknown grid 'tabel1'; valid names: table1, note_report, online_imbalance" in capsys.readouterr().err

@@ -1,0 +1,39 @@
+"""The grids that run outside their notebook (``python -m dartlib grid NAME``), beside the method
+registry (:data:`dartlib.tta.METHODS`): a new grid has one home, here, and the CLI reads it.
+
+Each grid names its notebook, how a profile's context is prepared (a ``prepare_*`` taking the
+profile's values by keyword, with ``progress`` and ``trained_only``), the cells of a profile, and
+the results files of other grids whose rows of the same cells, with the same input digests, it
+borrows instead of computing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dartlib.experiments import backbone_study, diagnosis, online, table1
+from dartlib.experiments.engine import prepare_context
+from dartlib.registry import Registry
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    notebook: str
+    description: str
+    prepare: Callable
+    cells: Callable[[dict], list]
+    shared_results: tuple[str, ...] = ()
+
+
+GRIDS: Registry[GridSpec] = Registry("grid", {
+    "table1": GridSpec("06_table1_main", "Table 1's CIFAR-10C-LT block", prepare_context, table1.profile_cells),
+    "note_report": GridSpec("06_table1_main", "Table 1's NOTE+DART cells with dart_use=report", prepare_context,
+                            table1.profile_note_report_cells),
+    "online_imbalance": GridSpec("11_online_imbalance", "CIFAR-10C-imb with DART and DART-split",
+                                 online.prepare_online_context, online.profile_cells, online.SHARED_RESULTS),
+    "backbone_study": GridSpec("14_backbone_study", "backbone width and severity", backbone_study.prepare_study_context,
+                               backbone_study.profile_cells),
+    "diagnosis": GridSpec("15_diagnosis", "Table 1's refiner varied one factor at a time, and over seeds",
+                          diagnosis.prepare_diagnosis_context, diagnosis.diagnosis_cells, diagnosis.SHARED_RESULTS),
+})

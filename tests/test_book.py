@@ -50,7 +50,7 @@ def test_the_cpu_pages_state_the_profile_the_ledger_and_the_tables():
     assert overview.count('<tr style="background:') == len(book.claims_ledger.evaluate(
         "cpu", corrupted_dataset="cifar10c"))
     tables = book.tables_page(sources=sources, settings=load_profile("cpu"))
-    assert "| SAR+DART | 71.6 (86.7; -15.1) |" in tables  # rendered from results/cpu/table1.csv
+    assert "| SAR+DART | 71.6 ± 0.12 SE (86.7; -15.1) |" in tables  # rendered from results/cpu/table1.csv
     for heading in ("## Table 1", "## Table 1 per corruption (Appendix, Tables 19 to 21)", "### rho = 100",
                     "## Cost (Appendix, additional cost)"):
         assert heading in tables

@@ -52,8 +52,11 @@ os-packages: ## install Debian's Fashion-MNIST (dataset-fashion-mnist) and chrom
 	       $(PY) -m dartlib data download fmnist; } \
 	  || echo "warning: Fashion-MNIST is missing and could not be downloaded; the smoke notebooks need it: run 'sudo apt-get install dataset-fashion-mnist', or '$(PY) -m dartlib data download fmnist' with internet access"
 
-reproduce: setup ## run the whole notebook sequence with papermill (PROFILE=smoke by default)
-	exec $(PY) -m dartlib run --profile $(PROFILE)
+# RUN_FLAGS: more options of `python -m dartlib run` (e.g. "--budget 540": a time guard); NO_SETUP=1 PY=python3: a
+# machine without the suite's virtual environment and without internet (a GPU slot, docs/gpu.md)
+RUN_FLAGS ?=
+reproduce: $(if $(filter 1,$(NO_SETUP)),,setup) ## run the notebook sequence with papermill (PROFILE=smoke by default; RUN_FLAGS="--budget 540")
+	exec $(PY) -m dartlib run --profile $(PROFILE) $(RUN_FLAGS)
 
 test: setup ## unit tests plus nbval over the committed notebooks
 	exec env TQDM_DISABLE=1 $(PY) -m pytest tests notebooks $(NBVAL_FLAGS)

@@ -117,20 +117,35 @@ def float_list(text: str) -> list[float]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from dartlib.runner import format_summary, run_profile
+    from dartlib.runner import format_summary, parse_override, read_overrides, run_profile
     from dartlib.schema import checked_profile
 
     checked_profile(args.profile)
-    _writable(_repo_folder("runs", args.profile), _repo_folder("results", args.profile),
-              _repo_folder("figures", args.profile), *_data_folders(),
-              *([_repo_folder("results", args.profile, "notebooks")] if args.publish else []))
+    overrides = {}
+    if args.overrides:
+        overrides.update(read_overrides(args.overrides))
+    overrides.update(parse_override(text) for text in args.set or [])
+    if args.output is None:
+        _writable(_repo_folder("runs", args.profile), _repo_folder("results", args.profile),
+                  _repo_folder("figures", args.profile), *_data_folders(),
+                  *([_repo_folder("results", args.profile, "notebooks")] if args.publish else []))
+    else:
+        out = Path(args.output).expanduser().resolve()
+        _writable(*[(out / kind / args.profile, "give another --output folder") for kind in ("runs", "results", "figures")],
+                  *_data_folders())
     runs = run_profile(profile=args.profile, notebooks=args.notebooks, keep_going=args.keep_going,
-                       publish_runs=args.publish)
+                       publish_runs=args.publish, overrides=overrides, output=args.output, budget=args.budget)
     print(format_summary(runs))
+    where = f"{args.output}/runs" if args.output else "runs"
     failed = [r for r in runs if r.status == "failed"]
     for r in failed:
         print(f"FAILED: notebook {r.notebook}, {r.detail}", file=sys.stderr)
-        print(f"        executed copy: runs/{args.profile}/{r.notebook}.ipynb", file=sys.stderr)
+        print(f"        executed copy: {where}/{args.profile}/{r.notebook}.ipynb", file=sys.stderr)
+    stopped = [r for r in runs if r.status == "stopped"]
+    if stopped and not failed:
+        print(f"STOPPED by the time guard (--budget {args.budget:g}) in notebook {stopped[0].notebook}; finished grid "
+              "rows are kept: run the same command again to resume", file=sys.stderr)
+        return 3
     return 1 if failed else 0
 
 
@@ -541,6 +556,66 @@ def _cmd_data_pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_travel_copy(args: argparse.Namespace) -> int:
+    import os
+
+    from dartlib.data.packed import pack_image_folder
+    from dartlib.data.travel import MIB, TRAVEL_LIMIT, folder_bytes, sparse_copy
+
+    extra = []
+    if args.pack_cifar10:
+        root = os.environ.get("DART_CIFAR10_DIR")
+        if not root:
+            raise SystemExit("--pack-cifar10 needs the CIFAR-10 image folder in DART_CIFAR10_DIR")
+        packed = Path(args.out).with_name(Path(args.out).name + ".cifar10.xz")
+        pack_image_folder(root, packed, preset=6)
+        extra.append(packed)
+    copy = sparse_copy(args.out, extra=extra + list(args.carry or []))
+    for path in extra:
+        path.unlink()
+    total = folder_bytes(args.out)
+    print(copy.describe())
+    print(f"travels: {total / MIB:.1f} MiB of the {TRAVEL_LIMIT / MIB:.0f} MiB a GPU slot takes")
+    return 0 if total <= TRAVEL_LIMIT else 4
+
+
+def _cmd_travel_patterns(_: argparse.Namespace) -> int:
+    from dartlib.data.travel import SPARSE_PATTERNS
+
+    print("\n".join(SPARSE_PATTERNS))  # one a line: git sparse-checkout set --no-cone --stdin
+    return 0
+
+
+def _cmd_travel_split(args: argparse.Namespace) -> int:
+    from dartlib.data.travel import MIB, split_file
+
+    manifest = split_file(args.file, args.out, part_bytes=int(args.part_mib * MIB))
+    print(manifest)
+    return 0
+
+
+def _cmd_travel_join(args: argparse.Namespace) -> int:
+    from dartlib.data.travel import join_parts, sha256_file
+
+    out = join_parts(args.manifest, args.out)
+    print(f"{out}: sha256 {sha256_file(out)} (checked against {args.manifest})")
+    return 0
+
+
+def _cmd_travel_unpack(args: argparse.Namespace) -> int:
+    from dartlib.data import packed
+
+    index, payload = packed.read_packed(args.packed)
+    out = Path(args.out).resolve()
+    site = packed.install_frost(index, payload, out / "site")
+    arrays = {split: packed.decode_split(index, payload, split) for split in ("train", "test")}
+    root = packed.install_as_image_folder(arrays, out / "cifar10")
+    print(f"export DART_CIFAR10_DIR={root}")
+    if site is not None:  # the kernels import imagecorruptions' frost photographs from there
+        print(f"export PYTHONPATH={out / 'site'}${{PYTHONPATH:+:$PYTHONPATH}}")
+    return 0
+
+
 def _cmd_gpu_run(args: argparse.Namespace) -> int:
     from dartlib.experiments.gpu_run import run
     from dartlib.schema import checked_profile
@@ -555,8 +630,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="execute the numbered notebooks with papermill")
     run.add_argument("--profile", default=DEFAULT_PROFILE, help="profile name (notebooks/profiles/*.yaml)")
-    run.add_argument("notebooks", nargs="*", help="notebook numbers or names (default: all)")
+    run.add_argument("notebooks", nargs="*", help="notebook numbers or names (default: the profile's `notebooks` list, else all)")
     run.add_argument("--keep-going", action="store_true", help="run later notebooks after a failure")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="override one profile value (repeatable; the value as in the YAML file, e.g. "
+                          "--set dart_alpha=10 --set 'table1_corruptions=[gaussian_noise]'); needs --output")
+    run.add_argument("--overrides", type=Path, metavar="FILE",
+                     help="a YAML file of profile values to override (as --set, which goes on top); needs --output")
+    run.add_argument("--output", type=Path, metavar="DIR",
+                     help="write this run's results/, figures/ and runs/ under DIR instead of the repository")
+    run.add_argument("--budget", type=non_negative_float, metavar="SECONDS",
+                     help="time guard: interrupt the running cell when SECONDS have passed (finished grid rows "
+                          "are kept), start no later notebook, exit with status 3; rerun to resume")
     run.add_argument("--publish", action="store_true",
                      help="also keep each executed notebook in results/<profile>/notebooks/ (the results book's source)")
     run.set_defaults(func=_cmd_run)
@@ -602,6 +687,31 @@ def build_parser() -> argparse.ArgumentParser:
     pack.add_argument("--root", help="the image folder (default: $DART_CIFAR10_DIR)")
     pack.add_argument("--preset", type=int, default=6, help="lzma preset (default 6)")
     pack.set_defaults(func=_cmd_data_pack)
+
+    travel = sub.add_parser("travel", help="what goes to a GPU machine (at most 64 MiB) and what comes back "
+                                           "(parts of at most 16 MiB)").add_subparsers(dest="travel", required=True)
+    tcopy = travel.add_parser("copy", help="the tracked files a GPU run of the notebooks reads, into a new folder")
+    tcopy.add_argument("--out", required=True, type=Path, help="a new folder (sent instead of the repository)")
+    tcopy.add_argument("--pack-cifar10", action="store_true",
+                       help="also pack $DART_CIFAR10_DIR into OUT/.gpu_carry/ (python -m dartlib data pack-cifar10)")
+    tcopy.add_argument("--carry", nargs="*", type=Path, help="other files to put under OUT/.gpu_carry/")
+    tcopy.set_defaults(func=_cmd_travel_copy)
+    travel.add_parser("patterns", help="the same choice as git sparse-checkout patterns (for a checkout whose working "
+                                       "tree travels)").set_defaults(func=_cmd_travel_patterns)
+    tsplit = travel.add_parser("split", help="a file in parts of at most 16 MiB plus a sha256 manifest")
+    tsplit.add_argument("file", type=Path)
+    tsplit.add_argument("--out", required=True, type=Path, help="folder for the parts and the manifest")
+    tsplit.add_argument("--part-mib", type=float, default=16.0, help="the largest part, MiB (default 16)")
+    tsplit.set_defaults(func=_cmd_travel_split)
+    tjoin = travel.add_parser("join", help="join parts, checking every part's and the whole file's sha256")
+    tjoin.add_argument("manifest", type=Path, help="the <file>.parts.json written by `travel split`")
+    tjoin.add_argument("--out", type=Path, help="the joined file (default: its name beside the manifest)")
+    tjoin.set_defaults(func=_cmd_travel_join)
+    tunpack = travel.add_parser("unpack-cifar10", help="on the GPU machine: the packed CIFAR-10 as an image folder "
+                                                      "the notebooks read (prints the exports to make)")
+    tunpack.add_argument("--packed", required=True, type=Path, help="the file of `data pack-cifar10`")
+    tunpack.add_argument("--out", required=True, type=Path, help="a folder for the image folder and frost photographs")
+    tunpack.set_defaults(func=_cmd_travel_unpack)
 
     from dartlib.experiments.gpu_run import add_arguments as gpu_run_arguments
 

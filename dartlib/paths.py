@@ -22,23 +22,39 @@ def data_root() -> Path:
     return Path(env).expanduser().resolve() if env else REPO_ROOT / "data"
 
 
+# An outputs root for one profile's run (``python -m dartlib run --output DIR``, which sets both for
+# the notebooks' kernels): that profile's results/, figures/ and runs/ folders are written under
+# DIR instead of the repository, so that a run with changed settings (--set) never mixes its rows
+# with the profile's own; every other profile's folders (committed rows a notebook reads) stay put.
+OUTPUT_DIR_ENV, OUTPUT_PROFILE_ENV = "DART_OUTPUT_DIR", "DART_OUTPUT_PROFILE"
+
+
+def output_root(profile: str) -> Path:
+    """Where ``results/``, ``figures/`` and ``runs/`` of ``profile`` live: ``$DART_OUTPUT_DIR``
+    when it is set for this profile (``$DART_OUTPUT_PROFILE``), else the repository root."""
+    root = os.environ.get(OUTPUT_DIR_ENV)
+    if root and os.environ.get(OUTPUT_PROFILE_ENV) == profile:
+        return Path(root).expanduser().resolve()
+    return REPO_ROOT
+
+
 def figures_dir(profile: str) -> Path:
-    """``figures/<profile>/``, created on demand."""
-    path = REPO_ROOT / "figures" / profile
+    """``figures/<profile>/`` (under :func:`output_root`), created on demand."""
+    path = output_root(profile) / "figures" / profile
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def results_dir(profile: str) -> Path:
-    """``results/<profile>/``, created on demand."""
-    path = REPO_ROOT / "results" / profile
+    """``results/<profile>/`` (under :func:`output_root`), created on demand."""
+    path = output_root(profile) / "results" / profile
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def runs_dir(profile: str) -> Path:
-    """``runs/<profile>/``: executed notebook copies (never committed)."""
-    path = REPO_ROOT / "runs" / profile
+    """``runs/<profile>/`` (under :func:`output_root`): executed notebook copies (never committed)."""
+    path = output_root(profile) / "runs" / profile
     path.mkdir(parents=True, exist_ok=True)
     return path
 

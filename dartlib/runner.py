@@ -21,9 +21,10 @@ from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
 from dartlib.data.files import temporary_name
-from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT, runs_dir
+from dartlib.paths import NOTEBOOKS_DIR, OUTPUT_DIR_ENV, OUTPUT_PROFILE_ENV, REPO_ROOT, output_root, runs_dir
+from dartlib.profiles import ProfileError
 from dartlib.registry import UnknownNameError, unknown_name_message
-from dartlib.schema import checked_profile
+from dartlib.schema import check_values, checked_profile
 
 KERNEL = "python3"
 CELL_ENGINE = "dartlib-cells"  # papermill's nbclient engine, reporting each cell (the runner's bar shows it)
@@ -59,8 +60,76 @@ def notebook_parameters(path: Path) -> dict[str, object]:
 class NotebookRun:
     notebook: str
     seconds: float
-    status: str  # "ok", "failed", "not run"
+    status: str  # "ok", "failed", "stopped" (by the time guard), "not run"
     detail: str = ""
+
+
+def parse_override(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` of ``run --set``: the value read as a YAML scalar or list (``3``, ``0.1``,
+    ``true``, ``[gaussian_noise]``, ``resnet26-w8``), as the profile file would hold it."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ProfileError(f"--set {text!r}: expected KEY=VALUE, e.g. --set dart_epochs=2")
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise ProfileError(f"--set {text!r}: the value is not a YAML value") from None
+
+
+def read_overrides(path: Path) -> dict[str, object]:
+    """A YAML file of profile keys and values (``run --overrides``), e.g. a profile's tiny dry-run
+    settings (``notebooks/profiles/dry-run/<profile>.yaml``)."""
+    import yaml
+
+    try:
+        values = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ProfileError(f"--overrides {path}: cannot be read as YAML ({err})") from None
+    if not isinstance(values, dict):
+        raise ProfileError(f"--overrides {path}: expected `key: value` lines")
+    return values
+
+
+def overridden(params: dict[str, object], overrides: dict[str, object], *, profile: str) -> dict[str, object]:
+    """A profile's checked ``params`` with ``overrides`` on top, checked again as a whole (type,
+    range and names of each key, :func:`dartlib.schema.check_values`); the name stays the profile's."""
+    if "profile" in overrides and overrides["profile"] != profile:
+        raise ProfileError("--set profile=...: the profile's name cannot be overridden; "
+                           "--output DIR keeps an overridden run's outputs apart")
+    values = {**params, **overrides}
+    check_values(values, file=Path(f"{profile} with --set"), notebooks=notebook_paths())
+    return values
+
+
+class TimeGuard:
+    """A wall-clock budget for a whole run: each cell may wait at most for what is left, then the
+    kernel is interrupted (a KeyboardInterrupt in the cell: grids keep every row finished before
+    it, :mod:`dartlib.experiments.grid`) and no later notebook starts."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+    def left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def spent(self) -> bool:
+        left = self.left()
+        return left is not None and left <= 0
+
+    def cell_timeout(self, cell: object = None) -> float | None:
+        """nbclient's ``timeout_func``: the seconds a cell may run (None: no limit); once the budget
+        is spent, a hundredth of a second (nbclient reads 0 as no limit)."""
+        left = self.left()
+        return None if left is None else max(0.01, left)
+
+    def client_options(self) -> dict[str, object]:
+        """papermill/nbclient options that apply the guard (none without a budget)."""
+        if self.deadline is None:
+            return {}
+        return {"timeout_func": self.cell_timeout, "interrupt_on_timeout": True}
 
 
 def _kernel_env() -> None:
@@ -149,8 +218,9 @@ papermill_engines.register(CELL_ENGINE, _CellReportingEngine)
 
 
 def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Path,
-             on_cell: Callable[[CellProgress], None] | None = None) -> None:
-    """Execute ``path`` into ``output`` with papermill; ``on_cell`` hears each code cell start."""
+             on_cell: Callable[[CellProgress], None] | None = None, guard: TimeGuard | None = None) -> None:
+    """Execute ``path`` into ``output`` with papermill; ``on_cell`` hears each code cell start;
+    ``guard`` bounds every cell by the run's time left."""
     pm.execute_notebook(
         str(path),
         str(output),
@@ -162,6 +232,7 @@ def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Pa
         log_output=False,
         kernel_manager_class=_kernel_manager_logging_to(log),
         on_cell=on_cell,
+        **(guard.client_options() if guard is not None else {}),
     )
 
 
@@ -177,7 +248,7 @@ def published_dir(profile: str) -> Path:
     if profile == "smoke":
         raise ValueError("the smoke profile's executed notebooks are the committed ones (notebooks/): "
                          "update them with `python -m dartlib refresh`, not `run --publish`")
-    return REPO_ROOT / "results" / profile / "notebooks"
+    return output_root(profile) / "results" / profile / "notebooks"
 
 
 def publish(executed: Path, *, profile: str) -> Path:
@@ -194,23 +265,49 @@ def publish(executed: Path, *, profile: str) -> Path:
     return target
 
 
+def set_output(profile: str, output: Path | None) -> None:
+    """Send ``profile``'s results/, figures/ and runs/ under ``output`` (:func:`dartlib.paths.output_root`)
+    for this process and the kernels it starts; ``None`` leaves them in the repository."""
+    if output is None:
+        return
+    os.environ[OUTPUT_DIR_ENV] = str(Path(output).expanduser().resolve())
+    os.environ[OUTPUT_PROFILE_ENV] = profile
+
+
 def run_profile(
-    *, profile: str, notebooks: list[str] | None = None, keep_going: bool = False, publish_runs: bool = False
+    *, profile: str, notebooks: list[str] | None = None, keep_going: bool = False, publish_runs: bool = False,
+    overrides: dict[str, object] | None = None, output: Path | None = None, budget: float | None = None,
 ) -> list[NotebookRun]:
-    """Execute the chosen notebooks in order with the profile's parameters; with ``publish_runs``
-    each notebook that ran through is also copied to ``results/<profile>/notebooks/``."""
+    """Execute the chosen notebooks (none named: the profile's ``notebooks`` list, else all) in order
+    with the profile's parameters; with ``publish_runs`` each notebook that ran through is also
+    copied to ``results/<profile>/notebooks/``.
+
+    ``overrides`` (profile keys) replace the profile's values; such a run must name an ``output``
+    folder (its results/, figures/ and runs/ go there), so that its rows never replace the
+    profile's own. ``budget`` (seconds) is the time guard (:class:`TimeGuard`): the cell running
+    when it is spent is interrupted, its notebook reported ``stopped``, later ones ``not run``."""
+    if overrides and output is None:
+        raise ProfileError(f"--set changes what profile {profile!r} computes: give --output DIR, so that its "
+                           f"rows do not replace those of results/{profile}/")
+    set_output(profile, output)
     if publish_runs:
         published_dir(profile)
     params = checked_profile(profile, notebooks=notebook_paths())  # before any notebook runs
-    paths = resolve_notebooks(notebooks)
+    if overrides:
+        params = overridden(params, overrides, profile=profile)
+    paths = resolve_notebooks(notebooks or [str(n) for n in params.get("notebooks") or []])  # the profile's list
     out_dir = runs_dir(profile)
     _kernel_env()
+    guard = TimeGuard(budget)
     runs: list[NotebookRun] = []
     failed = False
     bar = tqdm(paths, desc=f"notebooks ({profile})", unit="nb")  # TQDM_DISABLE=1 silences it
     for path in bar:
         if failed and not keep_going:
             runs.append(NotebookRun(path.stem, 0.0, "not run", "an earlier notebook failed"))
+            continue
+        if guard.spent():
+            runs.append(NotebookRun(path.stem, 0.0, "not run", f"the time guard's {budget:g} s were spent"))
             continue
         bar.set_postfix_str(path.stem)
         wanted = notebook_parameters(path)
@@ -222,11 +319,16 @@ def run_profile(
             bar.set_postfix_str(f"{stem}: {progress}")  # cells done of total, and the one running
 
         try:
-            _execute(path, out_dir / path.name, chosen, log=log, on_cell=show)
+            _execute(path, out_dir / path.name, chosen, log=log, on_cell=show, guard=guard)
             if publish_runs:
                 publish(out_dir / path.name, profile=profile)
             runs.append(NotebookRun(path.stem, time.perf_counter() - start, "ok"))
         except PapermillExecutionError as err:
+            if guard.spent() and err.ename == "KeyboardInterrupt":
+                runs.append(NotebookRun(path.stem, time.perf_counter() - start, "stopped",
+                                        f"the time guard's {budget:g} s were spent in {_failure_detail(err)}; finished "
+                                        "grid rows are kept: run the same command again to resume"))
+                continue
             failed = True
             runs.append(NotebookRun(path.stem, time.perf_counter() - start, "failed",
                                     f"{_failure_detail(err)} (kernel log: {_shown(log)})"))

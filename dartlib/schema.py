@@ -26,7 +26,8 @@ from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT
 from dartlib.profiles import ProfileError, profile_names, profile_path
 
 # Keys a profile may set that no notebook reads (the command line reads them), with their smoke values.
-OPTIONAL_KEYS: dict[str, Any] = {"grid_backend": "local"}
+# ``notebooks``: the notebooks `python -m dartlib run` executes when none are named (empty: all of them).
+OPTIONAL_KEYS: dict[str, Any] = {"grid_backend": "local", "notebooks": ["00"]}
 
 
 @dataclass(frozen=True)

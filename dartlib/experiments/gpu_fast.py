@@ -152,7 +152,7 @@ def train_source_fast(
     and throughput figures. ``time_budget`` (seconds): after the first epoch, the number of epochs
     is cut to what fits (the cosine schedule then spans the epochs actually run; the checkpoint's
     ``recipe_values`` and ``epochs`` say so). ``max_epochs`` caps the recipe's epochs the same way."""
-    from dartlib.models.training import RECIPES, checkpoint_path, lr_at
+    from dartlib.models.training import RECIPES, checkpoint_path, clip_gradients, lr_at, source_loss
 
     rec = RECIPES[recipe]
     if max_epochs is not None:
@@ -201,9 +201,10 @@ def train_source_fast(
                 group["lr"] = lr_at(current, epoch * steps + i, steps)
             with autocast(device, precision):
                 logits = model(x)
-                loss = F.cross_entropy(logits, y)
+                loss = source_loss(logits, y, rec)  # the recipe's loss (cross-entropy or PolyLoss)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            clip_gradients(model, rec)  # the recipe's gradient-norm clipping, if any
             opt.step()
             loss_sum += loss.detach().float() * len(y)
             correct += (logits.detach().argmax(1) == y).sum()

@@ -399,8 +399,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from dartlib.experiments.grid import grid_status, parse_shard, run_grid, shard
     from dartlib.paths import results_dir
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
-    from dartlib.experiments.engine import evaluate_cell, prepare_context
-    from dartlib.experiments.table1 import profile_cells, profile_note_report_cells
+    from dartlib.experiments.engine import evaluate_cell
 
     if args.shard:
         try:

@@ -116,6 +116,12 @@ def _methods() -> list[str]:
     return list(METHODS)
 
 
+def _diagnosis_variants() -> list[str]:
+    from dartlib.experiments.diagnosis import VARIANTS
+
+    return [v.name for v in VARIANTS]
+
+
 def _benchmarks() -> list[str]:
     from dartlib.experiments.benchmarks import BENCHMARKS
 
@@ -126,6 +132,7 @@ def _benchmarks() -> list[str]:
 NAME_KINDS: dict[str, Callable[[], list[str]]] = {
     "corruption": _corruptions, "dataset": _datasets, "architecture": _architectures, "recipe": _recipes,
     "method": _methods, "benchmark": _benchmarks, "profile": profile_names, "grid backend": lambda: ["local", "ray"],
+    "diagnosis variant": _diagnosis_variants,
 }
 
 
@@ -137,7 +144,8 @@ def name_kind(key: str) -> str | None:
         "data_dataset": "dataset", "source_dataset": "dataset", "corrupted_dataset": "dataset",
         "source_arch": "architecture", "study_archs": "architecture", "source_recipe": "recipe",
         "extra_methods": "method", "large_benchmarks": "benchmark", "domain_benchmarks": "benchmark",
-        "study_profile": "profile", "grid_backend": "grid backend",
+        "study_profile": "profile", "grid_backend": "grid backend", "diagnosis_profile": "profile",
+        "diagnosis_variants": "diagnosis variant",
     }.get(key)
 
 

@@ -53,11 +53,11 @@ def test_note_with_dart_stores_by_refined_prediction_and_reports_per_option(dart
 
 
 def test_note_dart_use_reaches_the_adapter_through_a_cell_param():
-    from dartlib.experiments.engine import Table1Context
+    from dartlib.experiments.engine import TestTimeContext
     from dartlib.experiments.grid import Cell
 
     source = _model()
-    context = Table1Context(source=source, refiner=_class3_refiner(), iabn=tta.note.to_iabn(source), batch_size=16)
+    context = TestTimeContext(source=source, refiner=_class3_refiner(), iabn=tta.note.to_iabn(source), batch_size=16)
     cell = dict(dataset="d", corruption="c", severity=5, shift="lt", shift_param=1.0, method="note", refiner="dart",
                 seed=0)
     default = context.adapter(Cell(**cell, params=""))
@@ -67,11 +67,11 @@ def test_note_dart_use_reaches_the_adapter_through_a_cell_param():
 
 def test_method_revisions_move_the_input_digest_of_changed_methods_only(monkeypatch):
     from dartlib.experiments import engine
-    from dartlib.experiments.engine import Table1Context
+    from dartlib.experiments.engine import TestTimeContext
     from dartlib.experiments.grid import Cell
 
     monkeypatch.setattr(engine, "stream_digest", lambda cell: "no test data here")  # dataset "d" is fictional
-    context = Table1Context(source=_model(), refiner=None)
+    context = TestTimeContext(source=_model(), refiner=None)
     cell = dict(dataset="d", corruption="c", severity=5, shift="lt", shift_param=1.0, refiner="none", seed=0, params="")
     for method in ("tent", "ods", "sar"):
         digest = context.inputs(Cell(**cell, method=method))

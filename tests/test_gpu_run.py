@@ -106,7 +106,7 @@ def test_fast_cells_equal_the_cpu_cells(tiny_corrupted):
     from dartlib.experiments.gpu_fast import DeviceTestSets, evaluate_cell_fast, fast_context
     from dartlib.dart.intermediate import train_refiner
     from dartlib.models.backbones import build
-    from dartlib.experiments.engine import Table1Context, evaluate_cell
+    from dartlib.experiments.engine import TestTimeContext, evaluate_cell
 
     torch.manual_seed(0)
     model = build("small-cnn", num_classes=10).eval()
@@ -114,7 +114,7 @@ def test_fast_cells_equal_the_cpu_cells(tiny_corrupted):
     train = Dataset("toy", "train", rng.integers(0, 255, size=(200, 32, 32, 3), dtype=np.uint8),
                     np.repeat(np.arange(10), 20).astype(np.int64), CIFAR10_CLASSES)
     refiner, _ = train_refiner(model, train, DartConfig(n_dir=5, batch_size=16, hidden=20, epochs=1), progress=False)
-    slow = Table1Context(source=model, refiner=refiner, batch_size=32)
+    slow = TestTimeContext(source=model, refiner=refiner, batch_size=32)
     fast = fast_context(model, refiner, device="cpu", precision="fp32", batch_size=32)
     sets = DeviceTestSets("cpu")
     for method in ("bnadapt", "tent", "sar"):

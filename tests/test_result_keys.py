@@ -14,7 +14,7 @@ import torch
 from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.data.files import DamagedFileError
 from dartlib.experiments import engine
-from dartlib.experiments.engine import Table1Context, evaluate_cell
+from dartlib.experiments.engine import TestTimeContext, evaluate_cell
 from dartlib.experiments.grid import StaleRowsWarning, grid_status, read_results, run_grid
 from dartlib.experiments.table1 import table1_cells
 from dartlib.models.backbones import small_cnn
@@ -34,9 +34,9 @@ def fmnistc_dir(tmp_path, monkeypatch):
     return folder
 
 
-def _context() -> Table1Context:
+def _context() -> TestTimeContext:
     torch.manual_seed(0)
-    return Table1Context(source=small_cnn(10, width=4).eval(),
+    return TestTimeContext(source=small_cnn(10, width=4).eval(),
                          refiner=Refiner(module=RefinementModule(10, hidden=8), config=DartConfig()),
                          iabn=small_cnn(10, width=4).eval(), batch_size=40, options={"tent": {"lr": 1e-3}})
 
@@ -106,12 +106,12 @@ def test_a_field_added_to_the_context_enters_the_digest_without_a_list(fmnistc_d
     """The digest reads every dataclass field: a subclass's new setting counts at once."""
 
     @dataclasses.dataclass
-    class Wider(Table1Context):
+    class Wider(TestTimeContext):
         stream_limit: int = 0
 
     cell = _cells()[("tent", "none")]
     base = _context()
-    wider = Wider(**{f.name: getattr(base, f.name) for f in dataclasses.fields(Table1Context) if f.init})
+    wider = Wider(**{f.name: getattr(base, f.name) for f in dataclasses.fields(TestTimeContext) if f.init})
     other = dataclasses.replace(wider, stream_limit=5)
     assert wider.inputs(cell) != other.inputs(cell)
 

@@ -9,7 +9,7 @@ import torch
 from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.experiments.grid import run_grid
 from dartlib.models.backbones import small_cnn
-from dartlib.experiments.engine import Table1Context, evaluate_cell
+from dartlib.experiments.engine import TestTimeContext, evaluate_cell
 from dartlib.experiments.table1 import TABLE1_METHODS, table1_cells
 from dartlib.tta.note import to_iabn
 
@@ -24,7 +24,7 @@ def test_every_table1_method_runs_with_and_without_dart(tiny_corrupted, tmp_path
     torch.manual_seed(0)
     source = small_cnn(10, width=4).eval()
     refiner = Refiner(module=RefinementModule(10, hidden=8), config=DartConfig())
-    context = Table1Context(source=source, refiner=refiner, iabn=to_iabn(source), batch_size=40,
+    context = TestTimeContext(source=source, refiner=refiner, iabn=to_iabn(source), batch_size=40,
                             options={"memo": {"n_augmentations": 2}})
     cells = table1_cells(dataset="fmnistc", corruptions=["gaussian_noise"], rhos=[10])
     path = tmp_path / "table1.csv"
@@ -50,7 +50,7 @@ def test_stream_limit_keeps_the_first_images_of_the_lt_order():
 def test_unknown_refiner_names_are_refused():
     from dartlib.experiments.grid import Cell
 
-    context = Table1Context(source=small_cnn(10, width=4).eval(), refiner=None)
+    context = TestTimeContext(source=small_cnn(10, width=4).eval(), refiner=None)
     cell = Cell(dataset="x", shift="lt", shift_param=1.0, corruption="fog", severity=5, method="bnadapt", refiner="dart")
     with pytest.raises(ValueError, match="no refiner 'dart' in this context; valid: none"):
         context.adapter(cell)
@@ -68,7 +68,7 @@ def test_shared_source_logits_change_no_prediction(tiny_corrupted):
         for p in module.parameters():
             p.normal_(0, 0.3)  # far from the identity, so the refinement matters
     refiner = Refiner(module=module, config=DartConfig())
-    contexts = {share: Table1Context(source=source, refiner=refiner, iabn=to_iabn(source), batch_size=40,
+    contexts = {share: TestTimeContext(source=source, refiner=refiner, iabn=to_iabn(source), batch_size=40,
                                      options={"memo": {"n_augmentations": 2}}, share_source=share)
                 for share in (False, True)}
     cells = [c for c in table1_cells(dataset="fmnistc", corruptions=["gaussian_noise"], rhos=[10],
@@ -146,7 +146,7 @@ def test_cifar10_1_lt_cells_run_from_the_release_layout(tmp_path, monkeypatch):
     np.save(folder / "cifar10.1_v6_labels.npy", np.repeat(np.arange(10), 20))
     torch.manual_seed(0)
     source = small_cnn(10, width=4).eval()
-    context = Table1Context(source=source, refiner=Refiner(module=RefinementModule(10, hidden=8), config=DartConfig()),
+    context = TestTimeContext(source=source, refiner=Refiner(module=RefinementModule(10, hidden=8), config=DartConfig()),
                             batch_size=50)
     cells = table1_cells(dataset="cifar10.1", corruptions=["clean"], rhos=[1, 10], methods=["noadapt", "bnadapt", "tent"])
     results = run_grid(cells, lambda c: evaluate_cell(c, context), path=tmp_path / "natural.csv", experiment="natural",
@@ -159,14 +159,14 @@ def test_cell_inputs_follow_the_refiner_a_cell_uses():
     torch.manual_seed(0)
     source = small_cnn(10, width=4).eval()
     trained = RefinementModule(10, hidden=8)
-    context = Table1Context(source=source, refiner=Refiner(module=trained, config=DartConfig()))
-    other = Table1Context(source=source, refiner=Refiner(module=RefinementModule(10, hidden=8), config=DartConfig()))
+    context = TestTimeContext(source=source, refiner=Refiner(module=trained, config=DartConfig()))
+    other = TestTimeContext(source=source, refiner=Refiner(module=RefinementModule(10, hidden=8), config=DartConfig()))
     with torch.no_grad():
         next(other.refiner.module.parameters()).add_(1.0)
     plain, with_dart = table1_cells(dataset="fmnistc", corruptions=["fog"], rhos=[1], methods=["tent"])
     assert context.inputs(plain) == other.inputs(plain)  # no refiner read: same inputs
     assert context.inputs(with_dart) != other.inputs(with_dart)
-    alpha = Table1Context(source=source, refiner=Refiner(module=trained, config=DartConfig(alpha=1.0)))
+    alpha = TestTimeContext(source=source, refiner=Refiner(module=trained, config=DartConfig(alpha=1.0)))
     assert alpha.inputs(with_dart) != context.inputs(with_dart)  # the settings count too
     assert context.inputs(with_dart) == context.inputs(with_dart)
 

@@ -20,7 +20,7 @@ import torch
 from dartlib.dart.refiner import batch_statistics
 from dartlib.data.augmentation import to_tensor
 from dartlib.data.protocols import batches
-from dartlib.experiments.engine import Table1Context
+from dartlib.experiments.engine import TestTimeContext
 from dartlib.experiments.settings import Settings
 
 
@@ -95,7 +95,7 @@ def identifiability(*, forward: Callable[[torch.Tensor], torch.Tensor], train_im
 IDENTIFIABILITY_IR = 5000.0  # single-class test batches
 
 
-def identifiability_study(*, settings: Settings, context: Table1Context, per_class: int = 20) -> pd.DataFrame:
+def identifiability_study(*, settings: Settings, context: TestTimeContext, per_class: int = 20) -> pd.DataFrame:
     """:func:`identifiability` on the profile's CIFAR-10C-imb
     streams at IR 5000 (seed 0, every corruption of ``online_corruptions``), with the BN-adapted
     source model's forwards read from ``context``'s shared memo (the grid's, so nothing is
@@ -120,7 +120,8 @@ def identifiability_study(*, settings: Settings, context: Table1Context, per_cla
 
 def identifiability_results(*, profile: str, compute: bool, per_class: int = 20) -> pd.DataFrame:
     """``results/<profile>/identifiability.csv``: computed first (:func:`identifiability_study`
-    with notebook 15's context, whose BN-adapted forwards it shares) when ``compute``, else read."""
+    with notebook 15's context, whose BN-adapted forwards it shares) when ``compute``, else read;
+    an empty table where it has not been computed (the notebook says so: NOT RUN)."""
     from dartlib.experiments.diagnosis import prepare_diagnosis_context
     from dartlib.paths import results_dir
 
@@ -129,4 +130,4 @@ def identifiability_results(*, profile: str, compute: bool, per_class: int = 20)
         context, _ = prepare_diagnosis_context(profile=profile)
         table = identifiability_study(settings=Settings.from_profile(profile), context=context, per_class=per_class)
         table.to_csv(path, index=False, float_format="%.6g")
-    return pd.read_csv(path)
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame()

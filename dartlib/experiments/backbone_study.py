@@ -109,7 +109,7 @@ def trend(points: pd.DataFrame) -> pd.DataFrame:
 
 
 class StudyContext:
-    """The per-backbone :class:`dartlib.experiments.engine.Table1Context` objects of the study behind one
+    """The per-backbone :class:`dartlib.experiments.engine.TestTimeContext` objects of the study behind one
     context's interface (``inputs``, ``adapter``, ``batch_size``, ``device``): each cell is run by
     the context of the backbone its ``arch=`` names."""
 

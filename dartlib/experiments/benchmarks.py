@@ -27,7 +27,7 @@ from dartlib.devices import default_device
 from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, Dataset, expected_path, load
 from dartlib.experiments.grid import Cell, grid, run_grid
 from dartlib.registry import Registry
-from dartlib.experiments.engine import Table1Context, evaluate_cell, paired
+from dartlib.experiments.engine import TestTimeContext, evaluate_cell, paired
 from dartlib.experiments.online import METHOD_OPTIONS as ONLINE_METHOD_OPTIONS
 from dartlib.experiments.table1 import TABLE1_METHODS
 
@@ -210,7 +210,7 @@ def intermediate_data(bench: Benchmark, *, domain: str | None = None, seed: int 
 def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str = "cpu", arch: str | None = None,
             recipe: str | None = None, checkpoint: Path | None = None, dart: dict | None = None,
             image_size: int | None = None, note_epochs: int | None = None, with_note: bool = False,
-            progress: bool = True) -> Table1Context:
+            progress: bool = True) -> TestTimeContext:
     """What every cell of a benchmark (of one source domain) shares: the source model, DART's
     g_phi and/or DART-split's pair (temperature set as the paper does), NOTE's IABN copy."""
     from dartlib.dart.intermediate import load_or_train_refiner, logit_statistics
@@ -243,7 +243,7 @@ def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str 
     if bench.kind == "online":
         for method, extra in ONLINE_METHOD_OPTIONS.items():
             options[method] = {**options.get(method, {}), **extra}
-    return Table1Context(source=model, refiner=refiners.pop("dart", None), refiners=refiners, iabn=iabn,
+    return TestTimeContext(source=model, refiner=refiners.pop("dart", None), refiners=refiners, iabn=iabn,
                          batch_size=bench.test_batch_size, device=device, options=options)
 
 
@@ -258,9 +258,9 @@ def run_benchmark(name: str, *, path: Path, seed: int = 0, device: str | None = 
     device = device or default_device()
     cells = cells if cells is not None else benchmark_cells(name, seed=seed, image_size=image_size)
     with_note = "note" in {c.method for c in cells}
-    contexts: dict[str | None, Table1Context] = {}
+    contexts: dict[str | None, TestTimeContext] = {}
 
-    def context_of(cell: Cell) -> Table1Context:
+    def context_of(cell: Cell) -> TestTimeContext:
         domain = cell.corruption.split("->")[0] if bench.kind == "domain" else None
         if domain not in contexts:
             contexts[domain] = prepare(name, domain=domain, seed=seed, device=device, arch=arch, recipe=recipe,

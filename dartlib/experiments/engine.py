@@ -105,8 +105,11 @@ class SharedSourceLogits:
 
 
 @dataclass
-class Table1Context:
-    """What every cell shares."""
+class TestTimeContext:
+    """What every cell of a grid shares at test time: the source model, the refiners, NOTE's IABN
+    copy, the test batch size, the methods' options and where the forwards run."""
+
+    __test__ = False  # a library class, not a pytest test class
 
     source: nn.Module
     refiner: Refiner | None
@@ -375,7 +378,7 @@ def _set_digest_at(dataset: str, corruption: str, severity: int, image_size: int
     return h.hexdigest()
 
 
-def evaluate_cell(cell: Cell, context: Table1Context, *, progress: bool = False) -> dict:
+def evaluate_cell(cell: Cell, context: TestTimeContext, *, progress: bool = False) -> dict:
     """Run one cell; returns ``n`` and ``accuracy`` for :func:`dartlib.experiments.grid.run_grid`.
     A ``test_batch=`` item in the cell's params overrides the context's test batch size."""
     torch.manual_seed(cell.seed)
@@ -392,7 +395,7 @@ def prepare_context(
     dart_alpha: float | None = None, dart_epochs: int | None = None, dart_per_class: int | None = None,
     dart_hidden: int | None = None, test_batch_size: int = TEST_BATCH_SIZE, note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str | None = None,
     with_note: bool = True, progress: bool = False, trained_only: bool = False,
-) -> tuple[Table1Context, dict]:
+) -> tuple[TestTimeContext, dict]:
     """What every Table 1 cell of a profile shares: the source model (trained if absent), the
     refiner of notebook 04 (trained if absent), NOTE's IABN model, the corrupted test sets
     (generated if absent). Arguments are the notebooks' parameter names (``with_note=False``
@@ -436,7 +439,7 @@ def prepare_context(
     if with_note:
         iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=note_finetune_epochs,
                                         per_class=note_per_class or None, seed=seed, device=device, progress=progress)
-    context = Table1Context(source=model, refiner=refiner, iabn=iabn, batch_size=test_batch_size, device=device,
+    context = TestTimeContext(source=model, refiner=refiner, iabn=iabn, batch_size=test_batch_size, device=device,
                             options={"memo": {"n_augmentations": memo_augmentations}})
     return context, meta
 

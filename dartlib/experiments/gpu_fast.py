@@ -37,7 +37,7 @@ from dartlib.data.protocols import class_balanced
 from dartlib.data.sources import Dataset, load
 from dartlib.models.backbones import BN_TYPES, build, frozen_bn_adapted
 from dartlib.models.training import cosine_lr, save_weights
-from dartlib.experiments.engine import SharedSourceLogits, Table1Context, cell_options, cell_stream
+from dartlib.experiments.engine import SharedSourceLogits, TestTimeContext, cell_options, cell_stream
 
 # --------------------------------------------------------------------------- device data
 
@@ -585,7 +585,7 @@ class FastCounter:
     seconds: float = 0.0
 
 
-def evaluate_cell_fast(cell, context: Table1Context, test_sets: DeviceTestSets, *, counter: FastCounter | None = None
+def evaluate_cell_fast(cell, context: TestTimeContext, test_sets: DeviceTestSets, *, counter: FastCounter | None = None
                        ) -> dict:
     """:func:`dartlib.experiments.engine.evaluate_cell` on device-resident data: the stream's batches are
     indexed on the device, predictions counted there, one host read per cell. A context whose
@@ -625,11 +625,11 @@ def evaluate_cell_fast(cell, context: Table1Context, test_sets: DeviceTestSets, 
 
 
 def fast_context(source: nn.Module, refiner: Refiner | None, *, device: str, precision: str, batch_size: int,
-                 refiners: dict | None = None, shared: StreamSourceLogits | None = None) -> Table1Context:
-    """A :class:`dartlib.experiments.engine.Table1Context` whose source model lives on ``device`` (each cell's
+                 refiners: dict | None = None, shared: StreamSourceLogits | None = None) -> TestTimeContext:
+    """A :class:`dartlib.experiments.engine.TestTimeContext` whose source model lives on ``device`` (each cell's
     copy is made there), with bfloat16 forwards when ``precision == "bf16"`` on a GPU, and a
     :class:`StreamSourceLogits` memo (``shared``, or a new one)."""
-    context = Table1Context(source=source, refiner=refiner, batch_size=batch_size, device=device,
+    context = TestTimeContext(source=source, refiner=refiner, batch_size=batch_size, device=device,
                             refiners=dict(refiners or {}))
     context._shared = shared if shared is not None else StreamSourceLogits(source).to(device)
     return context

@@ -702,14 +702,14 @@ def _compare_paths(args, run_: Run, fast, test_sets, model16, ref16, corrupted: 
 
     from dartlib.experiments.grid import Cell
     from dartlib.experiments.gpu_fast import evaluate_cell_fast
-    from dartlib.experiments.engine import Table1Context, evaluate_cell
+    from dartlib.experiments.engine import TestTimeContext, evaluate_cell
     from dartlib.models.training import train_source
 
     out: dict = {"device": device}
     cells = [Cell(dataset=corrupted, shift="lt", shift_param=1.0, corruption="gaussian_noise", severity=5, method=m,
                   refiner=r, params="arch=resnet26-w16") for m, r in (("bnadapt", "none"), ("bnadapt", "dart"),
                                                                        ("tent", "dart"))]
-    slow = Table1Context(source=model16, refiner=ref16, batch_size=fast.batch_size, device=device)
+    slow = TestTimeContext(source=model16, refiner=ref16, batch_size=fast.batch_size, device=device)
     rows = []
     for cell in cells:
         if run_.left() < args.reserve + 15:

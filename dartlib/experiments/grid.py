@@ -11,7 +11,7 @@ cells on Ray workers and stores the same rows (docs/scale-out.md).
 
 A cell's key names its configuration, not the trained inputs it was computed with (the source
 model, g_phi, NOTE's IABN copy). Callers that know those pass ``inputs`` (a digest per cell, e.g.
-:meth:`dartlib.experiments.engine.Table1Context.inputs`); it is stored with the row, and a stored row whose
+:meth:`dartlib.experiments.engine.TestTimeContext.inputs`); it is stored with the row, and a stored row whose
 digest differs from the current one is computed again and replaced, so retraining g_phi with
 other settings never leaves results of the old one in a table. A row without a digest (written
 by a caller that passes none) is reused by such callers only; where a digest is known, a row

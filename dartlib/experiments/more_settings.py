@@ -14,14 +14,14 @@ from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES, DataMissingError, Dataset
 from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.experiments.ablations import bnadapt_streams, evaluate_refiners
-from dartlib.experiments.engine import Table1Context, cell_options, evaluate_cell, paired, prepare_context
+from dartlib.experiments.engine import TestTimeContext, cell_options, evaluate_cell, paired, prepare_context
 from dartlib.experiments.grid import Cell, grid, run_grid
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.models.training import train_source
 from dartlib.paths import results_dir
 
 
-def prepare_more_settings(settings: Settings) -> tuple[Table1Context, dict]:
+def prepare_more_settings(settings: Settings) -> tuple[TestTimeContext, dict]:
     """The Table 1 context of the profile (MEMO with the profile's number of views, no NOTE) and
     the source checkpoint's metadata."""
     return prepare_context(**settings.keywords(prepare_context), with_note=False)
@@ -36,7 +36,7 @@ def cells_for(settings: Settings, *, shift: str, params: Sequence, corruptions: 
     return paired(cells)
 
 
-def _run(settings: Settings, cells: list[Cell], context_of: Callable[[Cell], Table1Context], *, experiment: str,
+def _run(settings: Settings, cells: list[Cell], context_of: Callable[[Cell], TestTimeContext], *, experiment: str,
          reuse: Sequence[Path] = ()) -> pd.DataFrame:
     """``cells`` through the grid runner, each with the context ``context_of`` gives it."""
     return run_grid(cells, lambda c: evaluate_cell(c, context_of(c)),
@@ -44,7 +44,7 @@ def _run(settings: Settings, cells: list[Cell], context_of: Callable[[Cell], Tab
                     progress=settings.profile != "smoke", inputs=lambda c: context_of(c).inputs(c), reuse=reuse)
 
 
-def run_online_imbalance(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
+def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
     """CIFAR-10C-imb: NoAdapt and BNAdapt (+DART) over ``imb_corruptions``, TENT (+DART) over
     ``tent_corruptions``, one IR per column."""
     s = settings
@@ -59,7 +59,7 @@ def run_online_imbalance(*, settings: Settings, context: Table1Context) -> pd.Da
                 reuse=[results_dir(s.profile) / "online_imbalance.csv"])
 
 
-def run_mixed(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
+def run_mixed(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
     """Mixed domains: one pool of all 15 corruptions, in random and in non-i.i.d. Dirichlet order."""
     s = settings
     pool = f"pool={s['mixed_pool']}" if s["mixed_pool"] else ""
@@ -70,7 +70,7 @@ def run_mixed(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
     return _run(s, cells, lambda c: context, experiment="app_mixed")
 
 
-def run_memo(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
+def run_memo(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
     """MEMO on the LT streams with stored BN statistics (episodic: restarts from the source weights
     on every batch) and with adapted BN (+DART), beside NoAdapt."""
     s = settings
@@ -82,13 +82,13 @@ def run_memo(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
                          extra=f"bn=stored{limit}")
              + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"],
                          extra=f"bn=adapted{limit}"))
-    contexts = {bn: Table1Context(source=context.source, refiner=context.refiner, batch_size=s["test_batch_size"],
+    contexts = {bn: TestTimeContext(source=context.source, refiner=context.refiner, batch_size=s["test_batch_size"],
                                   options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
                 for bn, mode in (("stored", "source"), ("adapted", "batch"))}
     return _run(s, cells, lambda c: contexts.get(cell_options(c).get("bn"), context), experiment="app_memo")
 
 
-def run_condensed(*, settings: Settings, context: Table1Context) -> tuple[pd.DataFrame, str]:
+def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.DataFrame, str]:
     """BNAdapt with g_phi trained on the distilled set (where it exists) and on a random
     class-balanced subset of the same size, beside notebook 04's g_phi, on the LT streams
     (``results/<profile>/condensed.csv``); returns the rows and what became of the distilled set."""

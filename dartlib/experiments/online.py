@@ -13,7 +13,7 @@ import dataclasses
 
 from dartlib.experiments.grid import Cell, grid
 from dartlib.data.protocols import TEST_BATCH_SIZE
-from dartlib.experiments.engine import Table1Context, paired
+from dartlib.experiments.engine import TestTimeContext, paired
 
 # Results files (beside this grid's) whose rows of the same cells, with the same input digests, are
 # borrowed rather than computed: notebook 09's CIFAR-10C-imb table runs the same NoAdapt and BNAdapt(+DART) streams.
@@ -45,7 +45,7 @@ def prepare_online_context(
     dart_alpha: float | None = None, dart_epochs: int | None = None, dart_per_class: int | None = None,
     dart_hidden: int | None = None, test_batch_size: int = TEST_BATCH_SIZE,
     split_temperature: float = 1.1, device: str | None = None, progress: bool = False, trained_only: bool = False,
-) -> tuple[Table1Context, dict, list[dict]]:
+) -> tuple[TestTimeContext, dict, list[dict]]:
     """Notebook 04's context (source model, DART's g_phi) plus DART-split's g_phi1 / g_phi2,
     trained with the same intermediate settings (Algorithm 3) and applied with logits multiplied
     by ``split_temperature`` (1.1 on CIFAR-10C, Appendix B), and the online-imbalance method

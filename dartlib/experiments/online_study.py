@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dartlib.experiments.engine import Table1Context, evaluate_cell
+from dartlib.experiments.engine import TestTimeContext, evaluate_cell
 from dartlib.experiments.grid import run_grid
 from dartlib.experiments.online import SHARED_RESULTS, online_cells, prepare_online_context
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
 
 
-def prepare_online(settings: Settings) -> tuple[Table1Context, dict, list[dict]]:
+def prepare_online(settings: Settings) -> tuple[TestTimeContext, dict, list[dict]]:
     """:func:`dartlib.experiments.online.prepare_online_context` with the profile's values."""
     return prepare_online_context(**settings.keywords(prepare_online_context))
 
 
-def run_online_imbalance(*, settings: Settings, context: Table1Context) -> pd.DataFrame:
+def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
     """Every cell of :func:`dartlib.experiments.online.online_cells` for the profile."""
     out = results_dir(settings.profile)
     cells = online_cells(**settings.keywords(online_cells))

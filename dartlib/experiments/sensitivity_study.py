@@ -13,7 +13,7 @@ from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
 from dartlib.experiments.ablation_study import ablation_base_config
 from dartlib.experiments.ablations import Stream, bnadapt_streams, evaluate_refiners
-from dartlib.experiments.engine import Table1Context, cell_options, evaluate_cell, paired
+from dartlib.experiments.engine import TestTimeContext, cell_options, evaluate_cell, paired
 from dartlib.experiments.grid import grid, parse_params, run_grid
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
@@ -89,8 +89,8 @@ def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     tent_cells = tent("none", [limit.lstrip(",")]) + tent("dart", [f"{k}{limit}" for k in alpha_refiners])
     batch = s["test_batch_size"]
-    contexts = {k: Table1Context(source=study.setup.model, refiner=r, batch_size=batch) for k, r in alpha_refiners.items()}
-    contexts[""] = Table1Context(source=study.setup.model, refiner=None, batch_size=batch)
+    contexts = {k: TestTimeContext(source=study.setup.model, refiner=r, batch_size=batch) for k, r in alpha_refiners.items()}
+    contexts[""] = TestTimeContext(source=study.setup.model, refiner=None, batch_size=batch)
 
     def context(cell):
         alpha = cell_options(cell).get("alpha")
@@ -145,7 +145,7 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
     streams, through the grid runner (``results/<profile>/sensitivity_batch.csv``); ``column``
     holds the test batch size."""
     s = study.settings
-    context = Table1Context(source=study.setup.model, refiner=study.refiners["base"], batch_size=s["test_batch_size"])
+    context = TestTimeContext(source=study.setup.model, refiner=study.refiners["base"], batch_size=s["test_batch_size"])
     limit = study.stream_limit()
     cells = paired(grid(dataset=[s["corrupted_dataset"]], shift=["none"], shift_param=[None],
                         corruption=s["tent_corruptions"], severity=[s["severity"]],

@@ -5,7 +5,7 @@ last bits, and a 2-epoch smoke model or a test-time method amplifies that into p
 So the small trained models that the notebooks' results depend on are committed under
 ``data/checkpoints/``: the smoke profile's source model, its refiners g_phi and NOTE's IABN copy,
 and the cpu profile's source model, refiners and IABN copy. A fresh clone loads them instead of
-training, and the input digests of the committed results (:meth:`dartlib.experiments.engine.Table1Context.inputs`)
+training, and the input digests of the committed results (:meth:`dartlib.experiments.engine.TestTimeContext.inputs`)
 match on any machine. ``MANIFEST.json`` beside them lists each file with its sha256, size, kind
 and provenance (recipe or g_phi config, training-data digest, library version, device); a test
 checks every committed file against it. Training still happens when a file is absent (or the data

@@ -26,6 +26,7 @@ import jupyter_server_mathjax
 import pandas as pd
 
 from dartlib.experiments.grid import read_results
+from dartlib.experiments.table1 import TABLE1_METHODS
 from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.reporting import claims as claims_ledger
@@ -37,7 +38,6 @@ from dartlib.reporting.table1_report import per_corruption_table, rendered_table
 BOOK_DIR = REPO_ROOT / "build" / "book"
 DOCS_DIR = REPO_ROOT / "docs"
 STATUS_COLOURS = {"HOLDS": "#c8e6c9", "WITHIN NOISE": "#fff9c4", "FAILS": "#ffcdd2", "NOT RUN": "#e0e0e0"}
-TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar")
 
 @dataclass(frozen=True)
 class BookSources:
@@ -140,6 +140,10 @@ GALLERY = (
     GalleryFigure("backbone_study", "", "Backbone strength",
                   "DART's cost at rho = 1 (left) and its gain at IR 50 and 5000 (right) against BNAdapt's accuracy, "
                   "one point per backbone and severity."),
+    GalleryFigure("diagnosis", "", "Diagnosis of the two failing claims",
+                  "Per variant of Table 1's g_phi (one factor changed at a time), BNAdapt+DART minus BNAdapt at "
+                  "rho = 1 and BNAdapt+DART minus NoAdapt at IR 20, 50 and 5000, each ± 2 SE; the paper's values "
+                  "as grey lines."),
 )
 GALLERY_ORDER = {f.stem: i for i, f in enumerate(GALLERY)}
 # figure file -> its gallery heading and caption (every committed figure has one: tests/test_book.py)
@@ -214,6 +218,10 @@ def overview_page(*, sources: BookSources, settings: dict, notebooks: list[str] 
         f"paper's number; each verdict at {claims_ledger.MARGIN_SE:g} standard errors, see the claims page): "
         f"**{int(counts.get('HOLDS', 0))} HOLDS, {int(counts.get('WITHIN NOISE', 0))} WITHIN NOISE, "
         f"{int(counts.get('FAILS', 0))} FAILS, {int(counts.get('NOT RUN', 0))} NOT RUN** of {len(table)} checks.", "",
+        "**Noise.** Each number of ours beside the paper's carries its noise: the binomial standard error (SE) of "
+        "a single-seed value (a mean over corruptions: sqrt(sum of a(100 - a)/n) over their number), or mean ± std "
+        "over seeds where seeds were run; the paper's values are its mean ± std over seeds. A check whose effect is "
+        "smaller than 2 SE reads WITHIN NOISE, never HOLDS or FAILS; every FAILS above is beyond 2 SE.", "",
         "Claims with a failing check:", "", *(failing or ["- none"]), "",
         "Claims not run on this profile (their data or grid is absent):", "", *(not_run or ["- none"]), "",
         "## The claims ledger", "",

@@ -85,7 +85,7 @@ def diagnosis_table(*, rows: pd.DataFrame, seconds: dict[str, float] | None = No
             moved = e.value - ref.value
             row[f"{name} vs Table 1"] = "" if v.name == "table1" or math.isnan(moved) else (
                 f"{moved:+.2f}" + (" *" if abs(moved) > 2 * math.hypot(e.se, ref.se) else ""))
-        if seconds is not None:
+        if seconds:
             row["training (s)"] = seconds.get(v.name, math.nan)
         out.append(row)
     return pd.DataFrame(out)
@@ -110,7 +110,8 @@ def seed_table(*, rows: pd.DataFrame, lt_rhos, online_irs) -> pd.DataFrame:
                     base, _, dart = method.partition("+")
                     sel = _select(rows, method=base, refiner=name if dart else "none", shift=shift,
                                   param=float(param), seed=seed)
-                    if len(sel):
+                    whole = _select(rows, method=base, refiner="none", shift=shift, param=float(param), seed=0)
+                    if len(sel) and set(sel["corruption"]) == set(whole["corruption"]):  # every corruption
                         per_seed.append(float(sel["accuracy"].mean()))
                 p = paper[(paper["shift"] == shift) & (paper["shift_param"] == float(param))
                           & (paper["method"] == base) & (paper["refiner"] == ("dart" if dart else "none"))]

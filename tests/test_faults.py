@@ -164,7 +164,7 @@ def test_interrupted_refresh_leaves_the_committed_notebook_as_it_was(tmp_path, m
     before = path.read_bytes()
     monkeypatch.setattr(runner, "NOTEBOOKS_DIR", tmp_path / "notebooks")
 
-    def half_executed(src, output, parameters, *, log):
+    def half_executed(src, output, parameters, *, log, **progress):
         Path(output).write_text('{"cells": [')  # the kernel was killed part-way
         raise KeyboardInterrupt
 

@@ -124,6 +124,7 @@ def test_run_profile_injects_values_and_names_the_failing_cell(tmp_path, monkeyp
     nbformat.write(_notebook("x = 1", "raise ValueError('boom')", params=params), nb_dir / "02_bad.ipynb")
     nbformat.write(_notebook("x = 1", params=params), nb_dir / "03_after.ipynb")
     monkeypatch.setattr(runner, "NOTEBOOKS_DIR", nb_dir)
+    monkeypatch.setattr("dartlib.schema.NOTEBOOKS_DIR", nb_dir)  # the profile is checked against these notebooks
     monkeypatch.setattr("dartlib.profiles.PROFILES_DIR", nb_dir / "profiles")
     monkeypatch.setattr(runner, "runs_dir", lambda profile: tmp_path / "runs")
     (tmp_path / "runs").mkdir()

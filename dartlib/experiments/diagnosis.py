@@ -97,7 +97,8 @@ def diagnosis_cells(params: dict, *, names: list[str] | None = None) -> list:
     - the failing quantities' streams (CIFAR-10C-LT at rho = 1, CIFAR-10C-imb at each IR of
       :data:`DIAGNOSIS_IRS`, seed 0): BNAdapt and NoAdapt (the cells of Table 1 and of the
       online-imbalance grid, same keys), then BNAdapt with each trained variant's refiner, named
-      after the variant;
+      after the variant; then the same on CIFAR-10C-LT's other rhos (``lt_rhos``), what a variant
+      keeps of DART's gains there;
     - the seed replicas (Section 5.1's "mean and std over seeds"): for each seed variant
       (:data:`SEED_VARIANTS`) with a trained refiner, NoAdapt, BNAdapt and BNAdapt with that
       refiner on every rho of ``lt_rhos`` and IR of ``online_irs``, the test streams drawn with the
@@ -126,6 +127,12 @@ def diagnosis_cells(params: dict, *, names: list[str] | None = None) -> list:
     for name in names:
         cells += grid(**lt([DIAGNOSIS_RHO], seed0), method=["bnadapt"], refiner=[name])
         cells += grid(**imb(DIAGNOSIS_IRS, seed0), method=["bnadapt"], refiner=[name])
+    # what a variant keeps of DART's gains on CIFAR-10C-LT (after the failing quantities: a grid
+    # stopped part-way holds those first)
+    shifted = [r for r in params["lt_rhos"] if float(r) != DIAGNOSIS_RHO]
+    cells += grid(**lt(shifted, seed0), method=["bnadapt"], refiner=["none"])
+    for name in names:
+        cells += grid(**lt(shifted, seed0), method=["bnadapt"], refiner=[name])
     for name in (n for n in SEED_VARIANTS if n in names):
         seed = variant_config(settings=settings, name=name).seed
         cells += grid(**lt(params["lt_rhos"], seed), method=["bnadapt"], refiner=["none", name])

@@ -48,6 +48,13 @@ def failing_quantities(*, rows: pd.DataFrame, refiner: str, seed: int = 0) -> di
     return out
 
 
+def lt_gains(*, rows: pd.DataFrame, refiner: str, rhos=(10.0, 100.0), seed: int = 0) -> dict[str, Estimate]:
+    """BNAdapt+DART − BNAdapt on CIFAR-10C-LT at each of ``rhos``: what a variant keeps of DART's gains."""
+    return {f"gain rho {rho:g}": _difference(
+        _select(rows, method="bnadapt", refiner=refiner, shift="lt", param=rho, seed=seed),
+        _select(rows, method="bnadapt", refiner="none", shift="lt", param=rho, seed=seed)) for rho in rhos}
+
+
 def paper_quantities() -> dict[str, float]:
     """The failing quantities as the paper prints them (Table 1; the CIFAR-10C-imb appendix table)."""
     lt = load_table("table1_main")
@@ -72,12 +79,12 @@ def diagnosis_table(*, rows: pd.DataFrame, seconds: dict[str, float] | None = No
     """One row per variant with results: factor, setting, the cost at rho = 1 and the margin over
     NoAdapt at each IR (mean over corruptions ± SE), whether each moved beyond 2 SE from Table 1's
     refiner, and (``seconds``) the refiner's training time."""
-    reference = failing_quantities(rows=rows, refiner="table1")
+    reference = {**failing_quantities(rows=rows, refiner="table1"), **lt_gains(rows=rows, refiner="table1")}
     out = []
     for v in VARIANTS:
         if not (rows["refiner"] == v.name).any():
             continue
-        q = failing_quantities(rows=rows, refiner=v.name)
+        q = {**failing_quantities(rows=rows, refiner=v.name), **lt_gains(rows=rows, refiner=v.name)}
         row = {"factor": v.factor, "setting": v.setting, "variant": v.name}
         for name, e in q.items():
             row[name] = _pm(e)

@@ -147,11 +147,10 @@ def diagnosis_figure(*, rows: pd.DataFrame, profile: str):
         ax.axvline(values[names.index("table1")].value if "table1" in names else np.nan, ls=":", color="C0")
         ax.axvline(paper[name], color="0.5", lw=3, alpha=0.5, label="paper")
         ax.axvline(0.0, color="k", lw=0.6)
-        ax.set_title(f"{'BNAdapt+DART − BNAdapt, ρ = 1' if name == 'cost' else 'BNAdapt+DART − NoAdapt, ' + name}",
-                     fontsize=9)
+        ax.set_title("ρ = 1: +DART − BNAdapt" if name == "cost" else f"{name}: +DART − NoAdapt", fontsize=9)
         ax.set_xlabel("points (± 2 SE)")
     axes[0].set_yticks(np.arange(len(names)), [f"{variant(n).factor}: {variant(n).setting}" for n in names], fontsize=8)
     axes[0].invert_yaxis()
-    axes[-1].legend(fontsize=8, loc="lower right")
+    fig.legend(*axes[-1].get_legend_handles_labels(), loc="outside lower center", fontsize=8)
     save_figure(fig, profile=profile, name="diagnosis")
     return fig

@@ -459,6 +459,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     reuse = [results_dir(args.profile) / name for name in spec.shared_results]
     run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=path, experiment=args.experiment,
              inputs=context.inputs, reuse=reuse)
+    context.save_shared_source()  # a context with a logits store keeps its forwards for the next run
     return 0
 
 

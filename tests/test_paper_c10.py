@@ -16,6 +16,7 @@ from dartlib import paths, runner
 from dartlib.models.training import RECIPES, clip_gradients, sgd_epoch, source_loss
 from dartlib.profiles import ProfileError
 from dartlib.schema import checked_profile
+from test_runner import _notebook  # the runner tests' one-notebook builder
 
 
 def test_the_paper_recipes():
@@ -130,15 +131,6 @@ def test_the_time_guard_bounds_each_cell_by_what_is_left():
     spent = runner.TimeGuard(0.01)
     time.sleep(0.02)
     assert spent.spent() and spent.cell_timeout() == 0.01
-
-
-def _notebook(*sources: str, params: str) -> nbformat.NotebookNode:
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(params)
-    cell.metadata["tags"] = ["parameters"]
-    nb.cells = [cell] + [nbformat.v4.new_code_cell(s) for s in sources]
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    return nb
 
 
 def test_the_time_guard_stops_a_run_and_keeps_what_finished(tmp_path, monkeypatch):

@@ -58,3 +58,11 @@ def mean_estimate(*, rows: pd.DataFrame) -> Estimate:
     cells = cell_estimates(rows=rows)
     return Estimate(float(cells["accuracy"].mean()), float(math.sqrt((cells["se"] ** 2).sum()) / len(cells))
                     if cells["se"].notna().all() else math.nan)
+
+
+def difference(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:
+    """mean(a) - mean(b) with its SE, where both average over the same corruptions; NaN otherwise
+    (a grid still running: a difference of means over different streams says nothing)."""
+    if not len(a) or not len(b) or set(a["corruption"].astype(str)) != set(b["corruption"].astype(str)):
+        return NAN
+    return mean_estimate(rows=a) - mean_estimate(rows=b)

@@ -191,9 +191,7 @@ def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress
                  progress=progress, inputs=context.inputs, reuse=[folder / name for name in SHARED_RESULTS])
         context.save_shared_source()
         refiner_provenance(settings=settings, names=names).to_csv(provenance, index=False)
-    rows = read_results(path)
-    if compute:
-        rows = stored_rows(diagnosis_cells(dict(settings.values), names=names), path=path)
+    rows = stored_rows(diagnosis_cells(dict(settings.values), names=names), path=path) if compute else read_results(path)
     return rows, pd.read_csv(provenance) if provenance.is_file() else pd.DataFrame()
 
 

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import inspect
 import os
+import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -123,10 +124,11 @@ class TestTimeContext:
     logits_store: Path | None = None
     _shared: SharedSourceLogits | None = field(default=None, init=False, repr=False)
     _saved: int = field(default=0, init=False, repr=False)
+    _saved_at: float = field(default=0.0, init=False, repr=False)
 
     # Fields that say where and how the forwards run, not what they compute (the cells' numbers
     # depend on them at rounding level only; a profile's device is part of its name).
-    NOT_INPUTS = ("device", "share_source", "logits_store", "_shared", "_saved")
+    NOT_INPUTS = ("device", "share_source", "logits_store", "_shared", "_saved", "_saved_at")
 
     def inputs(self, cell: Cell) -> str:
         """A digest of everything a cell's result depends on besides its key (for
@@ -191,11 +193,16 @@ class TestTimeContext:
                 self._saved = self._shared.load(self.logits_store)
         return self._shared
 
-    def save_shared_source(self) -> None:
-        """Write the shared memo to :attr:`logits_store` if it has grown since it was last written."""
-        if self.logits_store is not None and self._shared is not None and len(self._shared) > self._saved:
-            self._shared.save(self.logits_store)
-            self._saved = len(self._shared)
+    def save_shared_source(self, *, every: float = 0.0) -> None:
+        """Write the shared memo to :attr:`logits_store` if it has grown since it was last written
+        and, with ``every``, at least that many seconds have passed since then (the file is tens of
+        MB: written once a minute while a grid runs, and once at its end, not after every cell)."""
+        if self.logits_store is None or self._shared is None or len(self._shared) <= self._saved:
+            return
+        if time.monotonic() - self._saved_at < every:
+            return
+        self._shared.save(self.logits_store)
+        self._saved, self._saved_at = len(self._shared), time.monotonic()
 
     def adapter(self, cell: Cell) -> tta.Adapter:
         refiner = None
@@ -215,7 +222,7 @@ class TestTimeContext:
         if self.share_source:
             # Every frozen copy an adapter would hold is f_theta0_bar of ``self.source`` (NOTE takes
             # ``source`` from this context; ODS's tracker keeps its own pre-trained copy): one memo serves all.
-            self.save_shared_source()  # what the cells before this one added
+            self.save_shared_source(every=60.0)  # what the cells before this one added
             shared = self.shared_source()
         return tta.make(cell.method, model.to(self.device), refiner=refiner, source_logits=shared, **options)
 

@@ -43,7 +43,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dartlib.analysis.noise import NAN, Estimate, cell_estimates, mean_estimate
+from dartlib.analysis.noise import NAN, Estimate, difference, mean_estimate
 from dartlib.experiments.grid import read_results
 from dartlib.paths import REPO_ROOT, results_dir
 from dartlib.reporting.paper import PAPER_DIR, load_table
@@ -116,14 +116,6 @@ def _rows(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float 
     return rows
 
 
-def _difference(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:
-    """mean(a) - mean(b), where both average over the same corruptions; NaN otherwise (a grid
-    still running: a difference of means over different streams says nothing about the effect)."""
-    if not len(a) or not len(b) or set(a["corruption"].astype(str)) != set(b["corruption"].astype(str)):
-        return NAN
-    return mean_estimate(rows=a) - mean_estimate(rows=b)
-
-
 def _versus(check: dict, method: str) -> tuple[str, str, str | None]:
     """The (method, refiner, params) a gain is measured against: ``versus`` ("none", "dart-split",
     "noadapt+none", "dart[alpha=0]"), by default the same method without a refiner."""
@@ -149,9 +141,9 @@ def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> 
         return mean_estimate(rows=rows)
     if check["quantity"] == "gain":
         other_method, other_refiner, other_params = _versus(check, method)
-        return _difference(rows, _rows(frame, method=other_method, refiner=other_refiner, shift_param=rho,
+        return difference(rows, _rows(frame, method=other_method, refiner=other_refiner, shift_param=rho,
                                        params=other_params))
-    return _difference(_rows(frame, method=method, refiner=refiner, shift_param=check["from"], params=params), rows)
+    return difference(_rows(frame, method=method, refiner=refiner, shift_param=check["from"], params=params), rows)
 
 
 def _restrict(frame: pd.DataFrame, spec: dict, *, dataset: str, paper: bool) -> pd.DataFrame:

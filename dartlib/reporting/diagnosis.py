@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from dartlib.analysis.noise import NAN, Estimate, mean_estimate
+from dartlib.analysis.noise import Estimate, difference
 from dartlib.experiments.diagnosis import DIAGNOSIS_IRS, DIAGNOSIS_RHO, SEED_VARIANTS, VARIANTS, variant
 from dartlib.reporting.figures import save_figure
 from dartlib.reporting.paper import load_table
@@ -28,21 +28,14 @@ def _select(rows: pd.DataFrame, *, method: str, refiner: str, shift: str, param:
                 & (rows["seed"].astype(int) == seed)]
 
 
-def _difference(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:
-    """mean(a) - mean(b) over the same corruptions (NaN while a side lacks some)."""
-    if not len(a) or set(a["corruption"]) != set(b["corruption"]):
-        return NAN
-    return mean_estimate(rows=a) - mean_estimate(rows=b)
-
-
 def failing_quantities(*, rows: pd.DataFrame, refiner: str, seed: int = 0) -> dict[str, Estimate]:
     """The cost at rho = 1 and the margins over NoAdapt at each IR for BNAdapt with ``refiner``."""
-    out = {"cost": _difference(_select(rows, method="bnadapt", refiner=refiner, shift="lt", param=DIAGNOSIS_RHO,
+    out = {"cost": difference(_select(rows, method="bnadapt", refiner=refiner, shift="lt", param=DIAGNOSIS_RHO,
                                        seed=seed),
                                _select(rows, method="bnadapt", refiner="none", shift="lt", param=DIAGNOSIS_RHO,
                                        seed=seed))}
     for ir in DIAGNOSIS_IRS:
-        out[f"IR {ir:g}"] = _difference(
+        out[f"IR {ir:g}"] = difference(
             _select(rows, method="bnadapt", refiner=refiner, shift="online-imb", param=ir, seed=seed),
             _select(rows, method="noadapt", refiner="none", shift="online-imb", param=ir, seed=seed))
     return out
@@ -50,7 +43,7 @@ def failing_quantities(*, rows: pd.DataFrame, refiner: str, seed: int = 0) -> di
 
 def lt_gains(*, rows: pd.DataFrame, refiner: str, rhos=(10.0, 100.0), seed: int = 0) -> dict[str, Estimate]:
     """BNAdapt+DART − BNAdapt on CIFAR-10C-LT at each of ``rhos``: what a variant keeps of DART's gains."""
-    return {f"gain rho {rho:g}": _difference(
+    return {f"gain rho {rho:g}": difference(
         _select(rows, method="bnadapt", refiner=refiner, shift="lt", param=rho, seed=seed),
         _select(rows, method="bnadapt", refiner="none", shift="lt", param=rho, seed=seed)) for rho in rhos}
 

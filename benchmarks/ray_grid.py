@@ -19,7 +19,6 @@ Usage: ``python benchmarks/ray_grid.py [--workers 2] [--cases stale,full]``; pri
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import tempfile
 import time
@@ -38,15 +37,16 @@ def main() -> None:
     from dartlib.experiments.distributed import ContextFactory, run_grid_ray
     from dartlib.experiments.engine import evaluate_cell, prepare_context
     from dartlib.experiments.grid import read_results, run_grid
+    from dartlib.experiments.settings import Settings
     from dartlib.experiments.table1 import profile_cells
     from dartlib.paths import NOTEBOOKS_DIR, results_dir
     from dartlib.profiles import load_profile
     from dartlib.runner import notebook_parameters
 
     params = {**notebook_parameters(NOTEBOOKS_DIR / "06_table1_main.ipynb"), **load_profile("smoke")}
-    cells = profile_cells(params)
-    wanted = inspect.signature(prepare_context).parameters
-    factory = ContextFactory(prepare_context, {k: v for k, v in params.items() if k in wanted})
+    settings = Settings.from_params(params)
+    cells = profile_cells(settings)
+    factory = ContextFactory(prepare_context, {"settings": settings})
     stored = read_results(results_dir("smoke") / "table1.csv")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -390,8 +390,6 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_grid(args: argparse.Namespace) -> int:
-    import inspect
-
     import torch
 
     from dartlib.experiments.grids import GRIDS
@@ -400,6 +398,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from dartlib.paths import results_dir
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.experiments.engine import evaluate_cell
+    from dartlib.experiments.settings import Settings
 
     if args.shard:
         try:
@@ -415,10 +414,11 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     prepare, make_cells = spec.prepare, spec.cells
-    params = load_profile(args.profile)  # a profile defines every notebook parameter (tests/test_runner.py)
+    # a profile defines every notebook parameter (tests/test_runner.py)
+    settings = Settings.from_params(load_profile(args.profile))
     if not args.status:  # --status writes nothing; the others the results file, trained refiners and caches
         _writable(_repo_folder("results", args.profile), *_data_folders())
-    cells = make_cells(params)
+    cells = make_cells(settings)
     for field in ("method", "refiner"):
         if not getattr(args, f"{field}s"):
             continue
@@ -430,13 +430,11 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             return 2
         cells = [c for c in cells if getattr(c, field) in keep]
     cells = shard(cells, args.shard) if args.shard else cells
-    wanted = inspect.signature(prepare).parameters
-    backend = args.backend or params.get("grid_backend", "local")
+    backend = args.backend or settings.get("grid_backend", "local")
     if backend == "ray" and not args.status:
-        return _grid_on_ray(args, cells, prepare, {k: v for k, v in params.items() if k in wanted})
+        return _grid_on_ray(args, cells, prepare, settings)
     # --status and --rekey train nothing: they load the trained inputs for their digests
-    context, meta = prepare(**{k: v for k, v in params.items() if k in wanted}, progress=True,
-                            trained_only=args.status or args.rekey)[:2]
+    context, meta = prepare(settings=settings, progress=True, trained_only=args.status or args.rekey)[:2]
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
@@ -463,7 +461,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     return 0
 
 
-def _grid_on_ray(args: argparse.Namespace, cells: list, prepare, params: dict) -> int:
+def _grid_on_ray(args: argparse.Namespace, cells: list, prepare, settings) -> int:
     """``grid --backend ray``: the cells on Ray workers, each preparing the context once."""
     from dartlib.experiments.distributed import CellsFailed, ContextFactory, run_grid_ray
     from dartlib.experiments.grids import GRIDS
@@ -475,7 +473,7 @@ def _grid_on_ray(args: argparse.Namespace, cells: list, prepare, params: dict) -
         return 2
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     shared = GRIDS[args.experiment].shared_results
-    factory = ContextFactory(prepare, {**params, "progress": False}, args.threads)
+    factory = ContextFactory(prepare, {"settings": settings, "progress": False}, args.threads)
     print(f"{args.profile}: {len(cells)} {args.experiment} cells on Ray "
           f"({args.cpus_per_cell:g} CPU, {args.gpus_per_cell:g} GPU per cell); {path}")
     try:

@@ -191,7 +191,7 @@ def test_imagenet_c_keeps_released_224_crops_and_resizes_others(root):
 
 
 def test_paper_results_hold_each_benchmarks_tables():
-    from dartlib.reporting.benchmark_tables import paper_results
+    from dartlib.reporting.accuracy_tables import paper_results
 
     c100 = paper_results("cifar100c-imb")
     mean = c100[c100.corruption == "mean"].set_index(["method", "refiner", "shift_param"]).accuracy
@@ -209,13 +209,13 @@ def test_report_puts_our_benchmark_tables_beside_the_papers(root, monkeypatch):
     import pandas as pd
 
     from dartlib import paths
-    from dartlib.reporting.benchmark_tables import report
+    from dartlib.reporting.accuracy_tables import benchmark_report
 
     monkeypatch.setattr(paths, "REPO_ROOT", root)  # tables go to <root>/results/fixture/tables
     cells = benchmark_cells("cifar100c-imb", corruptions=["gaussian_noise", "fog"], shift_params=[200],
                             methods=["bnadapt"], refiners=["none", "dart-split"])
     results = pd.DataFrame([{**c.__dict__, "accuracy": acc} for c, acc in zip(cells, [30.0, 40.0, 50.0, 60.0])])
-    tables = report("cifar100c-imb", results, profile="fixture", describe="fixture")
+    tables = benchmark_report("cifar100c-imb", results, profile="fixture", describe="fixture")
     summary = tables["cifar100c-imb"]
     assert summary.loc[("BNAdapt", "200"), "ours"] == pytest.approx((30.0 + 40.0) / 2)
     assert summary.loc[("BNAdapt", "200"), "paper"] == 29.1

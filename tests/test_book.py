@@ -132,7 +132,7 @@ def _smoke_figures(tmp_path, monkeypatch) -> dict:
 
     from dartlib.experiments.grid import parse_params, read_results
     from dartlib.experiments.settings import Settings
-    from dartlib.reporting import data_figures, data_overview, figures
+    from dartlib.reporting import accuracy_figures, analysis_figures, data_views, figures, table1_report
 
     drawn = {}
     monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
@@ -146,12 +146,9 @@ def _smoke_figures(tmp_path, monkeypatch) -> dict:
     golden = REPO_ROOT / "tests" / "golden" / "smoke"
     figures.apply_style()
     settings = Settings("smoke", dict(load_profile("smoke")))
-    from dartlib.reporting import (deviation_figures, more_settings_figures, online_figures, sensitivity_figures,
-                                   table1_report)
-    for module in (data_overview, deviation_figures, more_settings_figures, online_figures, sensitivity_figures,
-                   table1_report):
+    for module in (data_views, analysis_figures, accuracy_figures, table1_report):
         monkeypatch.setattr(module, "save_figure", keep)
-    online_figures.plot_online_imbalance(results=read_results(golden / "online_imbalance.csv"), settings=settings)
+    accuracy_figures.plot_online_imbalance(results=read_results(golden / "online_imbalance.csv"), settings=settings)
     rows = read_results(golden / "sensitivity.csv")
     params = rows.params.fillna("").astype(str)
     alpha = rows[(rows.refiner == "none") | params.str.startswith("alpha=")].copy()
@@ -159,18 +156,18 @@ def _smoke_figures(tmp_path, monkeypatch) -> dict:
                         for r, p in zip(alpha.refiner, params[alpha.index])]
     batch = read_results(golden / "sensitivity_batch.csv")
     batch["column"] = [int(parse_params(p)["test_batch"]) for p in batch.params]
-    sensitivity_figures.plot_sensitivity(alpha_frame=alpha, batch_frame=batch, settings=settings)
+    accuracy_figures.plot_sensitivity(alpha_frame=alpha, batch_frame=batch, settings=settings)
     more = read_results(golden / "more_settings.csv")
-    more_settings_figures.plot_more_settings(imb=more[more.experiment == "app_cifar10c_imb"],
+    accuracy_figures.plot_more_settings(imb=more[more.experiment == "app_cifar10c_imb"],
                                              mixed=more[more.experiment == "app_mixed"], settings=settings)
-    deviation_figures.show_figure4(pd.read_csv(golden / "prediction_deviation.csv"), title="t", profile="smoke")
-    deviation_figures.show_figure3(pd.read_csv(golden / "accuracy_vs_rho.csv"), title="t", profile="smoke")
-    monkeypatch.setattr(data_figures, "corrupt", lambda images, **kw: images)  # the layout, not the corruptions
+    analysis_figures.show_figure4(pd.read_csv(golden / "prediction_deviation.csv"), title="t", profile="smoke")
+    analysis_figures.show_figure3(pd.read_csv(golden / "accuracy_vs_rho.csv"), title="t", profile="smoke")
+    monkeypatch.setattr(data_views, "corrupt", lambda images, **kw: images)  # the layout, not the corruptions
     image = np.zeros((28, 28, 3), dtype=np.uint8)
-    drawn["data_corruptions_cifar10"] = data_figures.plot_corruption_grid(image, title="t", seed=0)
+    drawn["data_corruptions_cifar10"] = data_views.plot_corruption_grid(image, title="t", seed=0)
     drawn["data_corruptions_fmnist"] = drawn["data_corruptions_cifar10"]
     labels = np.random.default_rng(0).integers(0, 10, 6000)
-    data_overview.show_dirichlet_figures(labels, dataset="d", delta=10.0, n_chunks=25, batch_size=64, k=10, seed=0,
+    data_views.show_dirichlet_figures(labels, dataset="d", delta=10.0, n_chunks=25, batch_size=64, k=10, seed=0,
                                          profile="smoke")
     return drawn
 

@@ -13,8 +13,8 @@ from dartlib.experiments.settings import Settings
 from dartlib.reporting.diagnosis import diagnosis_table, failing_quantities, seed_table
 
 
-def _params() -> dict:
-    return dict(Settings.from_profile("cpu").values)
+def _params() -> Settings:
+    return Settings.from_profile("cpu")
 
 
 def test_baseline_cells_are_table1s_and_the_online_grids_so_their_rows_are_borrowed():
@@ -91,6 +91,10 @@ def test_seed_table_gives_mean_and_std_over_seeds_beside_the_papers():
     row = table[table["method"] == "BNAdapt+DART"].iloc[0]
     assert (row["ours"], row["seeds"], row["paper"]) == (f"72.0 ± {pd.Series([70, 72, 74]).std(ddof=0):.1f}", 3,
                                                          "85.2 ± 0.1")
+    # DART's effect seed by seed: each seed's refiner minus its BNAdapt (70.0): 0, +2, +4
+    effect = table[table["method"] == "BNAdapt+DART − BNAdapt"].iloc[0]
+    assert (effect["ours"], effect["seeds"], effect["paper"]) == (f"+2.0 ± {pd.Series([0, 2, 4]).std(ddof=0):.1f}", 3,
+                                                                  "+0.0")
 
 
 def test_shuffled_chunks_hold_the_same_images_in_another_order():
@@ -130,3 +134,21 @@ def test_every_registered_grid_names_an_existing_notebook_and_an_unknown_one_lis
     assert "diagnosis" in GRIDS and all((NOTEBOOKS_DIR / f"{s.notebook}.ipynb").is_file() for s in GRIDS.values())
     assert cli.main(["grid", "tabel1", "--profile", "smoke"]) == 2
     assert "unknown grid 'tabel1'; valid names: table1, note_report, online_imbalance" in capsys.readouterr().err
+
+
+def test_every_grid_is_prepared_and_cut_from_one_settings_object():
+    """The one set-up contract (ARCHITECTURE.md): a grid's ``prepare_*`` takes the profile's
+    Settings as ``settings`` and no profile value by keyword; its cells are a function of them."""
+    import inspect
+
+    from dartlib.experiments.grids import GRIDS
+
+    settings = Settings.from_profile("cpu")
+    for name, spec in GRIDS.items():
+        parameters = set(inspect.signature(spec.prepare).parameters)
+        assert parameters - {"with_note"} == {"settings", "device", "progress", "trained_only"}, (name, parameters)
+        cells = spec.cells(settings)
+        assert cells and all(c.dataset == settings["corrupted_dataset"] for c in cells), name
+    # a value changed on the object reaches the cells: the seed of every stream
+    assert {c.seed for c in GRIDS["table1"].cells(settings.replace(seed=3))} == {3}
+    assert settings.replace(source_arch="resnet26-w8").checkpoint().name == "cifar10-resnet26-w8-cpu-seed0.pt"

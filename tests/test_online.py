@@ -2,7 +2,7 @@
 
 from dartlib import cli
 from dartlib.experiments.online import ROW_ORDER, online_cells, profile_cells
-from dartlib.profiles import load_profile
+from dartlib.experiments.settings import Settings
 from dartlib.reporting.tables import row_label
 
 
@@ -17,9 +17,9 @@ def test_online_cells_cover_the_bnadapt_family_and_split_with_tta_methods():
 
 
 def test_profile_cells_read_notebook_11s_parameters():
-    cpu = load_profile("cpu")
+    cpu = Settings.from_profile("cpu")
     assert len(profile_cells(cpu)) == 15 * 4 * 4 + 3 * 4 * 3 * 2
-    assert len(profile_cells(load_profile("smoke"))) == 1 * 3 * 4 + 1 * 3 * 3 * 2
+    assert len(profile_cells(Settings.from_profile("smoke"))) == 1 * 3 * 4 + 1 * 3 * 3 * 2
 
 
 def test_cli_grid_knows_the_online_experiment(capsys):

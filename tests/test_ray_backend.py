@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 import sys
 
 import pandas as pd
 import pytest
 
 from dartlib.experiments.grid import Cell, read_results, run_grid
+from dartlib.experiments.settings import Settings
 
 
 def _smoke_grid():
@@ -25,9 +25,9 @@ def _smoke_grid():
     checkpoint = checkpoint_path(dataset=params["source_dataset"], arch=params["source_arch"],
                                  recipe=params["source_recipe"], seed=params["seed"])
     assert checkpoint.is_file(), f"the committed smoke source model is not at {checkpoint} (git checkout -- data/checkpoints)"
-    wanted = inspect.signature(prepare_context).parameters
-    factory = ContextFactory(prepare_context, {k: v for k, v in params.items() if k in wanted})
-    cells = [c for c in profile_cells(params) if c.method in ("noadapt", "bnadapt") and c.shift_param == 100.0]
+    settings = Settings.from_params(params)
+    factory = ContextFactory(prepare_context, {"settings": settings})
+    cells = [c for c in profile_cells(settings) if c.method in ("noadapt", "bnadapt") and c.shift_param == 100.0]
     return cells, factory
 
 

@@ -10,6 +10,7 @@ from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.experiments.grid import run_grid
 from dartlib.models.backbones import small_cnn
 from dartlib.experiments.engine import TestTimeContext, evaluate_cell
+from dartlib.experiments.settings import Settings
 from dartlib.experiments.table1 import TABLE1_METHODS, table1_cells
 from dartlib.tta.note import to_iabn
 
@@ -175,19 +176,15 @@ def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch, t
     """``grid --status`` (``trained_only``): the committed smoke models load, nothing is generated
     and nothing trains; only the cells' test sets are read (their digest is part of a cell's)."""
     from dartlib.experiments import engine as table1
-    from dartlib.profiles import load_profile
 
     def forbidden(*args, **kwargs):
         raise AssertionError("status must not load, generate or train anything")
 
-    p = load_profile("smoke")
-    keys = ("source_dataset", "source_arch", "source_recipe", "corrupted_dataset", "severity", "seed", "dir_delta",
-            "int_batch_size", "dart_n_dir", "dart_alpha", "dart_epochs", "dart_per_class", "dart_hidden",
-            "test_batch_size", "note_finetune_epochs", "note_per_class", "memo_augmentations")
+    p = Settings.from_profile("smoke")
     monkeypatch.setattr("dartlib.data.prepare.ensure_corrupted", forbidden)
     monkeypatch.setattr("dartlib.models.training.train_source", forbidden)
     monkeypatch.setattr("dartlib.dart.intermediate.train_refiners", forbidden)
-    context, meta = table1.prepare_context(**{k: p[k] for k in keys}, device="cpu", trained_only=True)
+    context, meta = table1.prepare_context(settings=p, device="cpu", trained_only=True)
     from dartlib.experiments.table1 import profile_cells
 
     cell = profile_cells(p)[1]
@@ -201,14 +198,10 @@ def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch, t
 
 def test_status_context_names_a_missing_trained_input(tmp_path, monkeypatch):
     from dartlib.experiments import engine as table1
-    from dartlib.profiles import load_profile
 
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
-    p = load_profile("smoke")
     with pytest.raises(FileNotFoundError, match=r"fmnist-small-cnn-smoke-seed0\.pt.*without --status"):
-        table1.prepare_context(source_dataset=p["source_dataset"], source_arch=p["source_arch"],
-                               source_recipe=p["source_recipe"], corrupted_dataset=p["corrupted_dataset"],
-                               device="cpu", trained_only=True)
+        table1.prepare_context(settings=Settings.from_profile("smoke"), device="cpu", trained_only=True)
 
 
 def test_note_report_cells_are_table1s_note_dart_cells_with_the_other_reading():

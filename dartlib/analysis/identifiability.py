@@ -127,7 +127,7 @@ def identifiability_results(*, profile: str, compute: bool, per_class: int = 20)
 
     path = results_dir(profile) / "identifiability.csv"
     if compute:
-        context, _ = prepare_diagnosis_context(profile=profile)
+        context, _ = prepare_diagnosis_context(settings=Settings.from_profile(profile))
         table = identifiability_study(settings=Settings.from_profile(profile), context=context, per_class=per_class)
         table.to_csv(path, index=False, float_format="%.6g")
     return pd.read_csv(path) if path.is_file() else pd.DataFrame()

@@ -24,6 +24,7 @@ import pandas as pd
 
 from dartlib.experiments.engine import paired
 from dartlib.experiments.grid import Cell, grid
+from dartlib.experiments.settings import Settings
 
 EXPERIMENT = "backbone_study"
 STUDY_ARCHS = ("resnet26-w8", "resnet26-w16")
@@ -132,10 +133,7 @@ class StudyContext:
 
 
 def prepare_study_context(
-    *, source_dataset: str, source_recipe: str, corrupted_dataset: str, study_archs, seed: int = 0,
-    dir_delta: float, int_batch_size: int, dart_n_dir: int, dart_alpha: float, dart_epochs: int,
-    dart_per_class: int, dart_hidden: int, test_batch_size: int, device: str | None = None,
-    progress: bool = False, trained_only: bool = False,
+    *, settings: Settings, device: str | None = None, progress: bool = False, trained_only: bool = False,
 ) -> tuple[StudyContext, dict]:
     """:func:`dartlib.experiments.engine.prepare_context` for each backbone of the study (same recipe, same
     g_phi settings and alpha: the rule chose the profile's alpha for width 8 as well,
@@ -144,21 +142,17 @@ def prepare_study_context(
     from dartlib.experiments.engine import prepare_context
 
     contexts, meta = {}, {}
-    for arch in study_archs:
-        contexts[arch], meta = prepare_context(
-            source_dataset=source_dataset, source_arch=arch, source_recipe=source_recipe,
-            corrupted_dataset=corrupted_dataset, seed=seed, dir_delta=dir_delta, int_batch_size=int_batch_size,
-            dart_n_dir=dart_n_dir, dart_alpha=dart_alpha, dart_epochs=dart_epochs, dart_per_class=dart_per_class,
-            dart_hidden=dart_hidden, test_batch_size=test_batch_size, device=device, with_note=False,
-            progress=progress, trained_only=trained_only)
+    for arch in settings["study_archs"]:
+        contexts[arch], meta = prepare_context(settings=settings.replace(source_arch=arch), device=device,
+                                               with_note=False, progress=progress, trained_only=trained_only)
     return StudyContext(contexts), meta
 
 
-def profile_cells(params: dict) -> list[Cell]:
-    """The study's cells for a profile's parameters (``study_archs``, ``study_severities``)."""
-    return all_study_cells(corruptions=params["table1_corruptions"], dataset=params["corrupted_dataset"],
-                           subset=int(params["imb_subset_size"]), seed=int(params["seed"]),
-                           archs=params["study_archs"], severities=params["study_severities"])
+def profile_cells(settings: Settings) -> list[Cell]:
+    """The study's cells for a profile's settings (``study_archs``, ``study_severities``)."""
+    return all_study_cells(corruptions=settings["table1_corruptions"], dataset=settings["corrupted_dataset"],
+                           subset=int(settings["imb_subset_size"]), seed=int(settings["seed"]),
+                           archs=settings["study_archs"], severities=settings["study_severities"])
 
 
 def study_table(*, study: pd.DataFrame, gpu_table1: pd.DataFrame | None = None,
@@ -194,20 +188,16 @@ def study_results(*, profile: str, compute: bool, archs, severities, progress: b
     from dartlib.experiments.engine import evaluate_cell
     from dartlib.experiments.grid import read_results, run_grid
     from dartlib.paths import results_dir
-    from dartlib.profiles import load_profile
 
     path = results_dir(profile) / f"{EXPERIMENT}.csv"
-    params = {**load_profile(profile), "study_archs": list(archs), "study_severities": list(severities)}
-    cells = profile_cells(params)
+    settings = Settings.from_profile(profile, study_archs=list(archs), study_severities=list(severities))
+    cells = profile_cells(settings)
     if not compute:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: absent; `python -m dartlib grid {EXPERIMENT} --profile {profile}` computes "
                                     "it (hours on a CPU), `git checkout -- results/cpu` restores the committed one")
         stored = read_results(path)
         return stored[stored["key"].astype(str).isin({c.key for c in cells})].reset_index(drop=True)
-    import inspect
-
-    wanted = inspect.signature(prepare_study_context).parameters
-    context, _ = prepare_study_context(**{k: v for k, v in params.items() if k in wanted}, progress=progress)
+    context, _ = prepare_study_context(settings=settings, progress=progress)
     return run_grid(cells, lambda c: evaluate_cell(c, context, progress=progress), path=path, experiment=EXPERIMENT,
                     progress=progress, inputs=context.inputs)

@@ -75,15 +75,8 @@ def trained_variants(*, settings: Settings) -> list[str]:
     """The variants whose refiner is saved beside the profile's source checkpoint."""
     from dartlib.dart.intermediate import refiner_path
 
-    checkpoint = _checkpoint(settings)
+    checkpoint = settings.checkpoint()
     return [v.name for v in VARIANTS if refiner_path(checkpoint, variant_config(settings=settings, name=v.name)).is_file()]
-
-
-def _checkpoint(settings: Settings):
-    from dartlib.models.training import checkpoint_path
-
-    return checkpoint_path(dataset=settings["source_dataset"], arch=settings["source_arch"],
-                           recipe=settings["source_recipe"], seed=settings["seed"])
 
 
 # The failing quantities' streams: CIFAR-10C-LT at rho = 1 and CIFAR-10C-imb at these IRs.
@@ -91,7 +84,7 @@ DIAGNOSIS_RHO = 1.0
 DIAGNOSIS_IRS = (20.0, 50.0, 5000.0)
 
 
-def diagnosis_cells(params: dict, *, names: list[str] | None = None) -> list:
+def diagnosis_cells(settings: Settings, *, names: list[str] | None = None) -> list:
     """The grid of notebook 15, ordered so that a grid stopped part-way holds whole rows:
 
     - the failing quantities' streams (CIFAR-10C-LT at rho = 1, CIFAR-10C-imb at each IR of
@@ -107,21 +100,20 @@ def diagnosis_cells(params: dict, *, names: list[str] | None = None) -> list:
     ``names``: the variants to include (default: every trained one)."""
     from dartlib.experiments.grid import grid
 
-    settings = Settings.from_params(params)
     names = trained_variants(settings=settings) if names is None else names
 
     def lt(rhos, seed):
-        limit = params["table1_stream_limit"]
-        return dict(dataset=[params["corrupted_dataset"]], shift=["lt"], shift_param=[float(r) for r in rhos],
-                    corruption=list(params["table1_corruptions"]), severity=[params["severity"]], seed=[seed],
+        limit = settings["table1_stream_limit"]
+        return dict(dataset=[settings["corrupted_dataset"]], shift=["lt"], shift_param=[float(r) for r in rhos],
+                    corruption=list(settings["table1_corruptions"]), severity=[settings["severity"]], seed=[seed],
                     params=[f"limit={limit}"] if limit else [""])
 
     def imb(irs, seed):
-        return dict(dataset=[params["corrupted_dataset"]], shift=["online-imb"], shift_param=[float(r) for r in irs],
-                    corruption=list(params["online_corruptions"]), severity=[params["severity"]], seed=[seed],
-                    params=[f"subset={params['imb_subset_size']}"])
+        return dict(dataset=[settings["corrupted_dataset"]], shift=["online-imb"], shift_param=[float(r) for r in irs],
+                    corruption=list(settings["online_corruptions"]), severity=[settings["severity"]], seed=[seed],
+                    params=[f"subset={settings['imb_subset_size']}"])
 
-    seed0 = params["seed"]
+    seed0 = settings["seed"]
     cells = grid(**lt([DIAGNOSIS_RHO], seed0), method=["bnadapt"], refiner=["none"])
     cells += grid(**imb(DIAGNOSIS_IRS, seed0), method=["noadapt", "bnadapt"], refiner=["none"])
     for name in names:
@@ -129,15 +121,15 @@ def diagnosis_cells(params: dict, *, names: list[str] | None = None) -> list:
         cells += grid(**imb(DIAGNOSIS_IRS, seed0), method=["bnadapt"], refiner=[name])
     # what a variant keeps of DART's gains on CIFAR-10C-LT (after the failing quantities: a grid
     # stopped part-way holds those first)
-    shifted = [r for r in params["lt_rhos"] if float(r) != DIAGNOSIS_RHO]
+    shifted = [r for r in settings["lt_rhos"] if float(r) != DIAGNOSIS_RHO]
     cells += grid(**lt(shifted, seed0), method=["bnadapt"], refiner=["none"])
     for name in names:
         cells += grid(**lt(shifted, seed0), method=["bnadapt"], refiner=[name])
     for name in (n for n in SEED_VARIANTS if n in names):
         seed = variant_config(settings=settings, name=name).seed
-        cells += grid(**lt(params["lt_rhos"], seed), method=["bnadapt"], refiner=["none", name])
-        cells += grid(**imb(params["online_irs"], seed), method=["noadapt"], refiner=["none"])
-        cells += grid(**imb(params["online_irs"], seed), method=["bnadapt"], refiner=["none", name])
+        cells += grid(**lt(settings["lt_rhos"], seed), method=["bnadapt"], refiner=["none", name])
+        cells += grid(**imb(settings["online_irs"], seed), method=["noadapt"], refiner=["none"])
+        cells += grid(**imb(settings["online_irs"], seed), method=["bnadapt"], refiner=["none", name])
     return list(dict.fromkeys(cells))  # a seed-0 replica cell may already be a failing-quantity cell
 
 
@@ -146,19 +138,19 @@ def diagnosis_cells(params: dict, *, names: list[str] | None = None) -> list:
 SEED_VARIANTS = ("table1", "seed1", "seed2")
 
 
-def prepare_diagnosis_context(*, profile: str, progress: bool = False, trained_only: bool = False):
+def prepare_diagnosis_context(*, settings: Settings, device: str | None = None, progress: bool = False,
+                              trained_only: bool = False):
     """Table 1's context (no NOTE) with every trained variant's refiner under its variant name.
     Returns (context, source metadata)."""
     from dartlib.dart.intermediate import load_or_train_refiners
     from dartlib.experiments.engine import prepare_context
     from dartlib.paths import data_root
 
-    settings = Settings.from_profile(profile)
-    context, meta = prepare_context(**settings.keywords(prepare_context), with_note=False, progress=progress,
+    context, meta = prepare_context(settings=settings, with_note=False, device=device, progress=progress,
                                     trained_only=trained_only)
     names = trained_variants(settings=settings)
     configs = [variant_config(settings=settings, name=name) for name in names]
-    refiners = load_or_train_refiners(_checkpoint(settings), context.source, None, configs, progress=progress)
+    refiners = load_or_train_refiners(settings.checkpoint(), context.source, None, configs, progress=progress)
     context.refiners.update({name: refiner for name, (refiner, _) in zip(names, refiners)})
     context.logits_store = data_root() / "cache"  # BNAdapt's logits, shared by every variant and run
     return context, meta
@@ -185,13 +177,13 @@ def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress
     path, provenance = folder / "diagnosis.csv", folder / "diagnosis_refiners.csv"
     if compute:
         train_variants(settings=settings, names=names, progress=progress)
-        context, _ = prepare_diagnosis_context(profile=profile, progress=progress)
-        cells = diagnosis_cells(dict(settings.values), names=names)
+        context, _ = prepare_diagnosis_context(settings=settings, progress=progress)
+        cells = diagnosis_cells(settings, names=names)
         run_grid(cells, lambda cell: evaluate_cell(cell, context), path=path, experiment="diagnosis",
                  progress=progress, inputs=context.inputs, reuse=[folder / name for name in SHARED_RESULTS])
         context.save_shared_source()
         refiner_provenance(settings=settings, names=names).to_csv(provenance, index=False)
-    rows = stored_rows(diagnosis_cells(dict(settings.values), names=names), path=path) if compute else read_results(path)
+    rows = stored_rows(diagnosis_cells(settings, names=names), path=path) if compute else read_results(path)
     return rows, pd.read_csv(provenance) if provenance.is_file() else pd.DataFrame()
 
 
@@ -206,7 +198,7 @@ def refiner_provenance(*, settings: Settings, names: list[str]):
 
     rows = []
     for name in names:
-        path = refiner_path(_checkpoint(settings), variant_config(settings=settings, name=name))
+        path = refiner_path(settings.checkpoint(), variant_config(settings=settings, name=name))
         if not path.is_file():
             continue
         meta = load_weights(path, required=("meta",))["meta"]

@@ -33,6 +33,7 @@ from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib.devices import default_device
 from dartlib.data.protocols import TEST_BATCH_SIZE, batches
 from dartlib.experiments.grid import Cell, parse_params
+from dartlib.experiments.settings import Settings
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.data.augmentation import to_tensor
@@ -397,57 +398,55 @@ def evaluate_cell(cell: Cell, context: TestTimeContext, *, progress: bool = Fals
 
 
 def prepare_context(
-    *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
-    seed: int = 0, dir_delta: float | None = None, int_batch_size: int | None = None, dart_n_dir: int | None = None,
-    dart_alpha: float | None = None, dart_epochs: int | None = None, dart_per_class: int | None = None,
-    dart_hidden: int | None = None, test_batch_size: int = TEST_BATCH_SIZE, note_finetune_epochs: int = 30, note_per_class: int = 0, memo_augmentations: int = 32, device: str | None = None,
-    with_note: bool = True, progress: bool = False, trained_only: bool = False,
+    *, settings: Settings, with_note: bool = True, device: str | None = None, progress: bool = False,
+    trained_only: bool = False,
 ) -> tuple[TestTimeContext, dict]:
     """What every Table 1 cell of a profile shares: the source model (trained if absent), the
     refiner of notebook 04 (trained if absent), NOTE's IABN model, the corrupted test sets
-    (generated if absent). Arguments are the notebooks' parameter names (``with_note=False``
-    skips the IABN model where NOTE is not run); returns the context and the source checkpoint's
-    metadata. ``device`` (default :func:`dartlib.devices.default_device`: the GPU when there is
-    one) is where g_phi and NOTE's IABN model train and where every cell adapts; the context's
-    own source model stays on the CPU.
+    (generated if absent), all from ``settings`` (a profile's or a notebook's values; the g_phi
+    settings through :meth:`Settings.dart_config`). ``with_note=False`` skips the IABN model
+    where NOTE is not run. Returns the context and the source checkpoint's metadata. ``device``
+    (default :func:`dartlib.devices.default_device`: the GPU when there is one) is where g_phi and
+    NOTE's IABN model train and where every cell adapts; the context's own source model stays on
+    the CPU.
 
     ``trained_only``: load the trained inputs (source model, g_phi, IABN copy) and compute nothing:
     no training, no data loaded or generated (what ``grid --status`` needs to compute the cells'
     input digests); a missing input raises ``FileNotFoundError`` naming it and the command that
-    makes it. The g_phi settings (``dir_delta`` ... ``dart_hidden``) left None keep
-    :class:`dartlib.dart.refiner.DartConfig`'s defaults."""
+    makes it."""
     from dartlib.data.prepare import ensure_corrupted
-    from dartlib.experiments.settings import dart_config
     from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
-    from dartlib.models.training import check_training_data, checkpoint_path, load_checkpoint, train_source
+    from dartlib.models.training import check_training_data, load_checkpoint, train_source
     from dartlib.tta.note import iabn_path, load_or_finetune_iabn
 
     device = device or default_device()
-    config = dart_config({"dart_alpha": dart_alpha, "dir_delta": dir_delta, "dart_n_dir": dart_n_dir,
-                          "int_batch_size": int_batch_size, "dart_hidden": dart_hidden, "dart_epochs": dart_epochs,
-                          "dart_per_class": dart_per_class, "seed": seed})
+    config = settings.dart_config()
+    source_dataset, seed = settings["source_dataset"], settings["seed"]
     if trained_only:
-        checkpoint = checkpoint_path(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed)
+        checkpoint = settings.checkpoint()
         needed = [checkpoint, refiner_path(checkpoint, config)]
         if with_note:
-            needed.append(iabn_path(checkpoint, epochs=note_finetune_epochs, per_class=note_per_class or None))
+            needed.append(iabn_path(checkpoint, epochs=settings["note_finetune_epochs"],
+                                    per_class=settings["note_per_class"] or None))
         require_trained(needed)
         train = None  # nothing trains, so no data is read
     else:
-        checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed,
-                                  device=device, progress=progress)
+        checkpoint = train_source(dataset=source_dataset, arch=settings["source_arch"],
+                                  recipe=settings["source_recipe"], seed=seed, device=device, progress=progress)
         train = load(source_dataset, split="train")
-        ensure_corrupted(corrupted_dataset, severities=[severity])
+        ensure_corrupted(settings["corrupted_dataset"], severities=[settings["severity"]])
     model, meta = load_checkpoint(checkpoint)
     if train is not None:
         check_training_data(checkpoint=checkpoint, meta=meta, train=train)
     refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
     iabn = None
     if with_note:
-        iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=note_finetune_epochs,
-                                        per_class=note_per_class or None, seed=seed, device=device, progress=progress)
-    context = TestTimeContext(source=model, refiner=refiner, iabn=iabn, batch_size=test_batch_size, device=device,
-                            options={"memo": {"n_augmentations": memo_augmentations}})
+        iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=settings["note_finetune_epochs"],
+                                        per_class=settings["note_per_class"] or None, seed=seed, device=device,
+                                        progress=progress)
+    options = {"memo": {"n_augmentations": settings["memo_augmentations"]}} if "memo_augmentations" in settings else {}
+    context = TestTimeContext(source=model, refiner=refiner, iabn=iabn, device=device, options=options,
+                              batch_size=settings.get("test_batch_size", TEST_BATCH_SIZE))
     return context, meta
 
 

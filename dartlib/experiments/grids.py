@@ -2,7 +2,8 @@
 registry (:data:`dartlib.tta.METHODS`): a new grid has one home, here, and the CLI reads it.
 
 Each grid names its notebook, how a profile's context is prepared (a ``prepare_*`` taking the
-profile's values by keyword, with ``progress`` and ``trained_only``), the cells of a profile, and
+profile's :class:`~dartlib.experiments.settings.Settings` as ``settings``, with ``progress`` and
+``trained_only``), the cells of a profile (a function of its settings), and
 the results files of other grids whose rows of the same cells, with the same input digests, it
 borrows instead of computing.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from dartlib.experiments import backbone_study, diagnosis, online, table1
 from dartlib.experiments.engine import prepare_context
+from dartlib.experiments.settings import Settings
 from dartlib.registry import Registry
 
 
@@ -22,7 +24,7 @@ class GridSpec:
     notebook: str
     description: str
     prepare: Callable
-    cells: Callable[[dict], list]
+    cells: Callable[[Settings], list]
     shared_results: tuple[str, ...] = ()
 
 

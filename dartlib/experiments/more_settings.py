@@ -14,17 +14,11 @@ from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES, DataMissingError, Dataset
 from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.experiments.ablations import bnadapt_streams, evaluate_refiners
-from dartlib.experiments.engine import TestTimeContext, cell_options, evaluate_cell, paired, prepare_context
+from dartlib.experiments.engine import TestTimeContext, cell_options, evaluate_cell, paired
 from dartlib.experiments.grid import Cell, grid, run_grid
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.models.training import train_source
 from dartlib.paths import results_dir
-
-
-def prepare_more_settings(settings: Settings) -> tuple[TestTimeContext, dict]:
-    """The Table 1 context of the profile (MEMO with the profile's number of views, no NOTE) and
-    the source checkpoint's metadata."""
-    return prepare_context(**settings.keywords(prepare_context), with_note=False)
 
 
 def cells_for(settings: Settings, *, shift: str, params: Sequence, corruptions: Sequence[str],

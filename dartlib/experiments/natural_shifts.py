@@ -27,7 +27,7 @@ def cifar10_1_not_run(settings: Settings) -> str | None:
 
 def run_cifar10_1(settings: Settings) -> pd.DataFrame:
     """Every Table 1 cell on CIFAR-10.1-LT at the profile's rhos."""
-    context, _ = prepare_context(**settings.keywords(prepare_context))
+    context, _ = prepare_context(settings=settings)
     cells = table1_cells(dataset="cifar10.1", corruptions=["clean"], rhos=settings["lt_rhos"], seed=settings["seed"])
     return run_grid(cells, lambda c: evaluate_cell(c, context), path=results_dir(settings.profile) / "natural_shifts.csv",
                     experiment="natural_shifts", progress=True, inputs=context.inputs)

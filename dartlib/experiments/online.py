@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from dartlib.experiments.grid import Cell, grid
-from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.experiments.engine import TestTimeContext, paired
+from dartlib.experiments.grid import Cell, grid
+from dartlib.experiments.settings import Settings
 
 # Results files (beside this grid's) whose rows of the same cells, with the same input digests, are
 # borrowed rather than computed: notebook 09's CIFAR-10C-imb table runs the same NoAdapt and BNAdapt(+DART) streams.
@@ -40,47 +40,38 @@ def online_cells(*, corrupted_dataset: str, severity: int, online_irs, imb_subse
 
 
 def prepare_online_context(
-    *, source_dataset: str, source_arch: str, source_recipe: str, corrupted_dataset: str, severity: int = 5,
-    seed: int = 0, dir_delta: float | None = None, int_batch_size: int | None = None, dart_n_dir: int | None = None,
-    dart_alpha: float | None = None, dart_epochs: int | None = None, dart_per_class: int | None = None,
-    dart_hidden: int | None = None, test_batch_size: int = TEST_BATCH_SIZE,
-    split_temperature: float = 1.1, device: str | None = None, progress: bool = False, trained_only: bool = False,
+    *, settings: Settings, device: str | None = None, progress: bool = False, trained_only: bool = False,
 ) -> tuple[TestTimeContext, dict, list[dict]]:
     """Notebook 04's context (source model, DART's g_phi) plus DART-split's g_phi1 / g_phi2,
     trained with the same intermediate settings (Algorithm 3) and applied with logits multiplied
-    by ``split_temperature`` (1.1 on CIFAR-10C, Appendix B), and the online-imbalance method
+    by the profile's ``split_temperature`` (1.1 on CIFAR-10C, Appendix B), and the online-imbalance method
     options (:data:`METHOD_OPTIONS`: SAR's reset). Returns the context, the source
     checkpoint's metadata and DART-split's training log. ``trained_only``: as in
     :func:`dartlib.experiments.engine.prepare_context`, load the trained inputs and compute nothing."""
     from dartlib.data import load
     from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
     from dartlib.experiments.engine import prepare_context, require_trained
-    from dartlib.models.training import checkpoint_path
 
-    context, meta = prepare_context(
-        source_dataset=source_dataset, source_arch=source_arch, source_recipe=source_recipe,
-        corrupted_dataset=corrupted_dataset, severity=severity, seed=seed, dir_delta=dir_delta,
-        int_batch_size=int_batch_size, dart_n_dir=dart_n_dir, dart_alpha=dart_alpha, dart_epochs=dart_epochs,
-        dart_per_class=dart_per_class, dart_hidden=dart_hidden, test_batch_size=test_batch_size, with_note=False,
-        device=device, progress=progress, trained_only=trained_only)
+    context, meta = prepare_context(settings=settings, with_note=False, device=device, progress=progress,
+                                    trained_only=trained_only)
     config = dataclasses.replace(context.refiner.config, variant="dart-split")  # DART's settings (Algorithm 3)
     # prepare_context above has trained the source model or found it
-    checkpoint = checkpoint_path(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed)
+    checkpoint = settings.checkpoint()
     if trained_only:
         require_trained([refiner_path(checkpoint, config)])
-    train = None if trained_only else load(source_dataset, split="train")
+    train = None if trained_only else load(settings["source_dataset"], split="train")
     split, log = load_or_train_refiner(checkpoint, context.source, train, config, device=context.device,
                                        progress=progress)
-    split.temperature = split_temperature
+    split.temperature = settings["split_temperature"]
     context.refiners["dart-split"] = split
     for method, options in METHOD_OPTIONS.items():
         context.options[method] = {**context.options.get(method, {}), **options}
     return context, meta, log
 
 
-def profile_cells(params: dict) -> list[Cell]:
-    """The online-imbalance grid of a profile's notebook-11 parameters (``params``)."""
-    return online_cells(corrupted_dataset=params["corrupted_dataset"], severity=params["severity"],
-                        online_irs=params["online_irs"], imb_subset_size=params["imb_subset_size"],
-                        online_corruptions=params["online_corruptions"],
-                        split_tta_corruptions=params["split_tta_corruptions"], seed=params["seed"])
+def profile_cells(settings: Settings) -> list[Cell]:
+    """The online-imbalance grid of a profile's (notebook 11's) settings."""
+    return online_cells(corrupted_dataset=settings["corrupted_dataset"], severity=settings["severity"],
+                        online_irs=settings["online_irs"], imb_subset_size=settings["imb_subset_size"],
+                        online_corruptions=settings["online_corruptions"],
+                        split_tta_corruptions=settings["split_tta_corruptions"], seed=settings["seed"])

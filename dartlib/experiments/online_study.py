@@ -8,20 +8,15 @@ import pandas as pd
 
 from dartlib.experiments.engine import TestTimeContext, evaluate_cell
 from dartlib.experiments.grid import run_grid
-from dartlib.experiments.online import SHARED_RESULTS, online_cells, prepare_online_context
+from dartlib.experiments.online import SHARED_RESULTS, profile_cells
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
 
 
-def prepare_online(settings: Settings) -> tuple[TestTimeContext, dict, list[dict]]:
-    """:func:`dartlib.experiments.online.prepare_online_context` with the profile's values."""
-    return prepare_online_context(**settings.keywords(prepare_online_context))
-
-
 def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
-    """Every cell of :func:`dartlib.experiments.online.online_cells` for the profile."""
+    """Every cell of :func:`dartlib.experiments.online.profile_cells` for the profile."""
     out = results_dir(settings.profile)
-    cells = online_cells(**settings.keywords(online_cells))
+    cells = profile_cells(settings)
     # notebook 09's rows of the same streams are copied, not recomputed
     return run_grid(cells, lambda c: evaluate_cell(c, context), path=out / "online_imbalance.csv",
                     experiment="online_imbalance", progress=settings.profile != "smoke", inputs=context.inputs,

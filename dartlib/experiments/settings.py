@@ -74,17 +74,23 @@ class Settings:
             raise KeyError(f"profile {self.profile!r} has no {key!r}; it has: {', '.join(sorted(self.values))}")
         return self.values[key]
 
+    def __contains__(self, key: object) -> bool:
+        return key in self.values
+
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
+
+    def replace(self, **values: Any) -> Settings:
+        """These settings with ``values`` (profile keys) on top, e.g. another ``source_arch``."""
+        return Settings.from_params({**self.values, **values})
+
+    def checkpoint(self):
+        """The path of the profile's source checkpoint (:func:`dartlib.models.training.checkpoint_path`)."""
+        from dartlib.models.training import checkpoint_path
+
+        return checkpoint_path(dataset=self["source_dataset"], arch=self["source_arch"],
+                               recipe=self["source_recipe"], seed=self["seed"])
 
     def dart_config(self, **overrides: Any) -> DartConfig:
         """:func:`dart_config` of this profile."""
         return dart_config(self.values, **overrides)
-
-    def keywords(self, function) -> dict[str, Any]:
-        """The values whose keys are keyword parameters of ``function`` (to call a ``prepare_*``
-        with a profile's values)."""
-        import inspect
-
-        wanted = inspect.signature(function).parameters
-        return {k: v for k, v in self.values.items() if k in wanted}

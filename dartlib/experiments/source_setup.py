@@ -38,25 +38,12 @@ class SourceSetup:
         return use_source_statistics(load_checkpoint(self.checkpoint)[0])
 
 
-def source_setup(*, source_dataset: str, source_arch: str, source_recipe: str, seed: int,
-                 corrupted_dataset: str, severity: int, with_train: bool = False) -> SourceSetup:
-    """Train (if absent) and load the source model, load its training set when ``with_train``, and
-    generate (if absent) the corrupted test sets of ``severity``."""
-    checkpoint = train_source(dataset=source_dataset, arch=source_arch, recipe=source_recipe, seed=seed, progress=False)
-    model, meta = load_checkpoint(checkpoint)
-    train = load(source_dataset, split="train") if with_train else None
-    ensure_corrupted(corrupted_dataset, severities=[severity])
-    return SourceSetup(checkpoint=checkpoint, model=model, meta=meta, frozen=frozen_bn_adapted(model), train=train)
-
-
 def prepare_source(*, settings: Settings, with_train: bool = True) -> SourceSetup:
-    """:func:`source_setup` with a profile's settings (its training set loaded unless ``with_train`` is false)."""
-    return source_setup(source_dataset=settings["source_dataset"], source_arch=settings["source_arch"],
-                        source_recipe=settings["source_recipe"], seed=settings["seed"],
-                        corrupted_dataset=settings["corrupted_dataset"], severity=settings["severity"],
-                        with_train=with_train)
-
-
-def training_split(dataset: str) -> Dataset:
-    """The training split of ``dataset`` (D_int's pool)."""
-    return load(dataset, split="train")
+    """Train (if absent) and load the profile's source model, load its training set unless
+    ``with_train`` is false, and generate (if absent) the corrupted test sets of its severity."""
+    checkpoint = train_source(dataset=settings["source_dataset"], arch=settings["source_arch"],
+                              recipe=settings["source_recipe"], seed=settings["seed"], progress=False)
+    model, meta = load_checkpoint(checkpoint)
+    train = load(settings["source_dataset"], split="train") if with_train else None
+    ensure_corrupted(settings["corrupted_dataset"], severities=[settings["severity"]])
+    return SourceSetup(checkpoint=checkpoint, model=model, meta=meta, frozen=frozen_bn_adapted(model), train=train)

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from dartlib.experiments.engine import paired
 from dartlib.experiments.grid import Cell, grid
+from dartlib.experiments.settings import Settings
 
 # The paper's row order (Table 1); NOTE, DELTA and ODS are their TENT combinations (Appendix A).
 TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar")
@@ -31,11 +32,11 @@ def table1_cells(*, dataset: str, corruptions, rhos, methods=TABLE1_METHODS, sev
     return paired(cells)
 
 
-def profile_cells(params: dict) -> list[Cell]:
-    """The Table 1 grid of a profile's notebook-06 parameters (``params``)."""
-    return table1_cells(dataset=params["corrupted_dataset"], corruptions=params["table1_corruptions"],
-                        rhos=params["lt_rhos"], methods=[*TABLE1_METHODS, *params["extra_methods"]],
-                        severity=params["severity"], seed=params["seed"], limit=params["table1_stream_limit"])
+def profile_cells(settings: Settings) -> list[Cell]:
+    """The Table 1 grid of a profile's (notebook 06's) settings."""
+    return table1_cells(dataset=settings["corrupted_dataset"], corruptions=settings["table1_corruptions"],
+                        rhos=settings["lt_rhos"], methods=[*TABLE1_METHODS, *settings["extra_methods"]],
+                        severity=settings["severity"], seed=settings["seed"], limit=settings["table1_stream_limit"])
 
 
 def note_report_cells(cells: list[Cell]) -> list[Cell]:
@@ -45,6 +46,6 @@ def note_report_cells(cells: list[Cell]) -> list[Cell]:
             for c in cells if c.method == "note" and c.refiner == "dart"]
 
 
-def profile_note_report_cells(params: dict) -> list[Cell]:
+def profile_note_report_cells(settings: Settings) -> list[Cell]:
     """:func:`note_report_cells` of a profile's Table 1 grid."""
-    return note_report_cells(profile_cells(params))
+    return note_report_cells(profile_cells(settings))

@@ -30,7 +30,7 @@ from dartlib.experiments.table1 import TABLE1_METHODS
 from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.reporting import claims as claims_ledger
-from dartlib.reporting.cost_tables import cost_rows
+from dartlib.reporting.costs import cost_rows
 from dartlib.reporting.figures import SAVE_DPI, WIDTH
 from dartlib.reporting.paper import load_table
 from dartlib.reporting.table1_report import per_corruption_table, rendered_table, row_order, with_row_labels

@@ -91,36 +91,67 @@ def diagnosis_table(*, rows: pd.DataFrame, seconds: dict[str, float] | None = No
     return pd.DataFrame(out)
 
 
+def _per_seed(rows: pd.DataFrame, *, method: str, refiner: str, shift: str, param: float) -> dict[int, float]:
+    """Per seed replica (:data:`SEED_VARIANTS`) whose cells cover every corruption of seed 0's:
+    the mean accuracy over the corruptions of ``method`` with ``refiner`` (``"dart"``: the seed's
+    own refiner)."""
+    whole = set(_select(rows, method=method, refiner="none", shift=shift, param=param, seed=0)["corruption"])
+    out = {}
+    for name in SEED_VARIANTS:
+        seed = 0 if name == "table1" else variant(name).overrides["seed"]
+        sel = _select(rows, method=method, refiner=name if refiner == "dart" else "none", shift=shift, param=param,
+                      seed=seed)
+        if len(sel) and set(sel["corruption"]) == whole:
+            out[seed] = float(sel["accuracy"].mean())
+    return out
+
+
+def _mean_std(values: list[float]) -> str:
+    """Mean ± std over seeds (ddof 0, as the paper's std is read), or the one value."""
+    if not values:
+        return ""
+    return f"{np.mean(values):.1f} ± {np.std(values):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
+
+
 def seed_table(*, rows: pd.DataFrame, lt_rhos, online_irs) -> pd.DataFrame:
     """Table 1's BNAdapt rows (CIFAR-10C-LT) and CIFAR-10C-imb's NoAdapt, BNAdapt and BNAdapt+DART
-    over the seed replicas (:data:`SEED_VARIANTS`: g_phi's seed and the test stream's): per setting,
-    mean ± std over seeds of the mean over corruptions, the number of seeds, and the paper's
-    mean ± std (Table 1; the CIFAR-10C-imb appendix table)."""
+    over the seed replicas (:data:`SEED_VARIANTS`: g_phi's seed and the test stream's), then DART's
+    effect seed by seed (BNAdapt+DART − BNAdapt on LT, BNAdapt+DART − NoAdapt on imb: the two
+    failing quantities among them): per setting, mean ± std over seeds of the mean over
+    corruptions, the number of seeds, and the paper's mean ± std (Table 1; the CIFAR-10C-imb
+    appendix table; for an effect, the paper's difference of means)."""
     paper = pd.concat([load_table("table1_main"), load_table("app_cifar10c_imb")])
     paper = paper[(paper["dataset"] == "cifar10c") & (paper["corruption"] == "mean")]
+
+    def paper_row(shift, param, method, refiner):
+        p = paper[(paper["shift"] == shift) & (paper["shift_param"] == float(param)) & (paper["method"] == method)
+                  & (paper["refiner"] == refiner)]
+        return (float(p["accuracy"].iloc[0]), float(p["std"].iloc[0])) if len(p) else (math.nan, math.nan)
+
     out = []
     for shift, params in (("lt", lt_rhos), ("online-imb", online_irs)):
         for param in params:
+            bench = "CIFAR-10C-LT" if shift == "lt" else "CIFAR-10C-imb"
+            setting = f"{'rho' if shift == 'lt' else 'IR'} {param:g}"
+            seeds = {}
             for method, label in (("noadapt", "NoAdapt"), ("bnadapt", "BNAdapt"), ("bnadapt+dart", "BNAdapt+DART")):
                 if shift == "lt" and method == "noadapt":
                     continue
-                per_seed = []
-                for name in SEED_VARIANTS:
-                    seed = 0 if name == "table1" else variant(name).overrides["seed"]
-                    base, _, dart = method.partition("+")
-                    sel = _select(rows, method=base, refiner=name if dart else "none", shift=shift,
-                                  param=float(param), seed=seed)
-                    whole = _select(rows, method=base, refiner="none", shift=shift, param=float(param), seed=0)
-                    if len(sel) and set(sel["corruption"]) == set(whole["corruption"]):  # every corruption
-                        per_seed.append(float(sel["accuracy"].mean()))
-                p = paper[(paper["shift"] == shift) & (paper["shift_param"] == float(param))
-                          & (paper["method"] == base) & (paper["refiner"] == ("dart" if dart else "none"))]
-                out.append({"benchmark": "CIFAR-10C-LT" if shift == "lt" else "CIFAR-10C-imb",
-                            "setting": f"{'rho' if shift == 'lt' else 'IR'} {param:g}", "method": label,
-                            "ours": f"{np.mean(per_seed):.1f} ± {np.std(per_seed):.1f}"
-                            if len(per_seed) > 1 else (f"{per_seed[0]:.1f}" if per_seed else ""),
-                            "seeds": len(per_seed),
-                            "paper": f"{p['accuracy'].iloc[0]:.1f} ± {p['std'].iloc[0]:.1f}" if len(p) else ""})
+                base, _, dart = method.partition("+")
+                seeds[label] = _per_seed(rows, method=base, refiner=dart or "none", shift=shift, param=float(param))
+                mean, std = paper_row(shift, param, base, "dart" if dart else "none")
+                out.append({"benchmark": bench, "setting": setting, "method": label,
+                            "ours": _mean_std(list(seeds[label].values())), "seeds": len(seeds[label]),
+                            "paper": "" if math.isnan(mean) else f"{mean:.1f} ± {std:.1f}"})
+            other = "BNAdapt" if shift == "lt" else "NoAdapt"
+            both = sorted(set(seeds["BNAdapt+DART"]) & set(seeds[other]))
+            effect = [seeds["BNAdapt+DART"][s] - seeds[other][s] for s in both]
+            paper_effect = paper_row(shift, param, "bnadapt", "dart")[0] - paper_row(
+                shift, param, other.lower(), "none")[0]
+            out.append({"benchmark": bench, "setting": setting, "method": f"BNAdapt+DART − {other}",
+                        "ours": "" if not effect else (f"{np.mean(effect):+.1f} ± {np.std(effect):.1f}"
+                                                       if len(effect) > 1 else f"{effect[0]:+.1f}"),
+                        "seeds": len(effect), "paper": "" if math.isnan(paper_effect) else f"{paper_effect:+.1f}"})
     return pd.DataFrame(out)
 
 

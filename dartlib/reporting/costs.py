@@ -1,5 +1,5 @@
-"""Notebook 10's cost table beside the paper's (its numbers come from its GPU, ours from the
-device named beside them)."""
+"""The cost table beside the paper's (Appendix, computational cost): its numbers come from its GPU,
+ours from the device named beside them."""
 
 from __future__ import annotations
 

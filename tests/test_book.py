@@ -224,3 +224,27 @@ def test_every_figure_uses_the_one_style(tmp_path, monkeypatch):
         assert "tight_layout" not in source, module.name
         assert not re.search(r"fontsize=\d", source), module.name
         assert not re.search(r"figsize=\(\d", source), module.name
+
+
+def test_the_overview_shows_the_seed_replicas_beside_the_papers_mean_and_std(tmp_path):
+    """Two seeds of notebook 15's replicas (fixture rows in the results format) make the overview
+    print the seed table with DART's effect seed by seed; one seed prints nothing."""
+    from dartlib.experiments.grid import SCHEMA
+    from dartlib.experiments.settings import Settings
+
+    rows = []
+    for name, seed, dart in (("table1", 0, 70.0), ("seed1", 1, 71.0)):
+        for corruption in ("fog", "snow"):
+            for refiner, acc in (("none", 71.0), (name, dart)):
+                rows.append(dict(experiment="diagnosis", dataset="cifar10c", shift="lt", shift_param=1.0,
+                                 corruption=corruption, severity=5, method="bnadapt", refiner=refiner, params="",
+                                 seed=seed, n=10000, accuracy=acc, seconds=1.0, key=f"{name}/{seed}/{corruption}/{refiner}",
+                                 inputs="x"))
+    pd.DataFrame(rows)[SCHEMA].to_csv(tmp_path / "diagnosis.csv", index=False)
+    sources = book.BookSources(profile="cpu", notebooks=tmp_path, figures=tmp_path, results=tmp_path)
+    settings = dict(Settings.from_profile("cpu").values, lt_rhos=[1], online_irs=[])
+    section = "\n".join(book._seed_section(sources=sources, settings=settings))
+    assert "**Over seeds.**" in section
+    assert "| CIFAR-10C-LT / rho 1 / BNAdapt+DART − BNAdapt | -0.5 ± 0.5 | 2 | +0.0 |" in section
+    pd.DataFrame(rows[:4])[SCHEMA].to_csv(tmp_path / "diagnosis.csv", index=False)  # seed 0 only
+    assert book._seed_section(sources=sources, settings=settings) == []

@@ -45,8 +45,10 @@ def test_favicon_is_a_png_that_decodes():
 
 def test_the_cpu_pages_state_the_profile_the_ledger_and_the_tables():
     sources = book.book_sources(profile="cpu")
-    overview = book.overview_page(sources=sources, settings={"corrupted_dataset": "cifar10c"})
+    overview = book.overview_page(sources=sources, settings=load_profile("cpu"))
     assert "cpu" in overview and "CIFAR-10" in overview
+    # the committed seed replicas (notebook 15): three seeds of DART's rho = 1 cost beside the paper's 0.0
+    assert "| CIFAR-10C-LT / rho 1 / BNAdapt+DART − BNAdapt | -0.7 ± 0.1 | 3 | +0.0 |" in overview
     assert overview.count('<tr style="background:') == len(book.claims_ledger.evaluate(
         "cpu", corrupted_dataset="cifar10c"))
     tables = book.tables_page(sources=sources, settings=load_profile("cpu"))

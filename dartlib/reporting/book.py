@@ -240,8 +240,8 @@ def _seed_section(*, sources: BookSources, settings: dict) -> list[str]:
     """Table 1's BNAdapt rows and CIFAR-10C-imb over seeds (notebook 15's seed replicas), mean ± std
     beside the paper's, where at least two seeds were run; nothing otherwise."""
     path = sources.results / "diagnosis.csv"
-    if not path.is_file():
-        return []
+    if not path.is_file() or "lt_rhos" not in settings or "online_irs" not in settings:
+        return []  # no replicas, or a profile without the LT and imbalance settings they are read at
     table = seed_table(rows=read_results(path), lt_rhos=settings["lt_rhos"], online_irs=settings["online_irs"])
     if not len(table) or table["seeds"].max() < 2:
         return []

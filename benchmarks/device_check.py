@@ -3,8 +3,8 @@
 1. Throughput of the CIFAR-size backbones on the GPU (eval, BN-adapt, training step).
 2. Source training on the GPU (bfloat16 autocast, channels-last): the smoke recipe, seed 1.
 3. Every Table 1 method (plus MEMO and ROID), with and without DART, over one Fashion-MNIST-C
-   long-tailed stream, on the CPU and on the GPU from the same CPU-trained smoke checkpoint; the
-   accuracies side by side and the share of identical predictions.
+   long-tailed stream, on the CPU and on the GPU (in fp32) from the same CPU-trained smoke
+   checkpoint; the accuracies side by side and the share of identical predictions.
 
 Needs the smoke checkpoint (``python -m dartlib train --profile smoke``) and Fashion-MNIST under
 the data root (or DART_FMNIST_DIR). Usage: ``python benchmarks/device_check.py``.
@@ -24,13 +24,13 @@ from dartlib.data import load
 from dartlib.data.prepare import prepare_corrupted
 from dartlib.experiments.grid import Cell
 from dartlib.dart.intermediate import load_or_train_refiner
-from dartlib.experiments.engine import Table1Context, adapt_predictions, cell_stream
+from dartlib.experiments.engine import TestTimeContext, adapt_predictions, cell_stream
 from dartlib.experiments.table1 import TABLE1_METHODS
 from dartlib.models.training import checkpoint_path, load_checkpoint, train_source
 from dartlib.tta.note import load_or_finetune_iabn
 
 
-def predictions(context: Table1Context, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
+def predictions(context: TestTimeContext, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
     torch.manual_seed(cell.seed)
     images, labels, order = cell_stream(cell)
     return adapt_predictions(context.adapter(cell), images, order, batch_size=context.batch_size,
@@ -68,8 +68,8 @@ def main() -> None:
                         method=method, refiner=ref)
             got = {}
             for device in ("cpu", "cuda"):
-                context = Table1Context(source=model, refiner=refiner, iabn=iabn, batch_size=200, device=device,
-                                        options={"memo": {"n_augmentations": 4}})
+                context = TestTimeContext(source=model, refiner=refiner, iabn=iabn, batch_size=200, device=device,
+                                          options={"memo": {"n_augmentations": 4}}, precision="fp32")
                 start = time.perf_counter()
                 pred, labels = predictions(context, cell)
                 got[device] = (pred, 100.0 * float((pred == labels).mean()), time.perf_counter() - start)

@@ -614,14 +614,6 @@ def _cmd_travel_unpack(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_gpu_run(args: argparse.Namespace) -> int:
-    from dartlib.experiments.gpu_run import run
-    from dartlib.schema import checked_profile
-
-    checked_profile(args.profile)
-    return run(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m dartlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -710,12 +702,6 @@ def build_parser() -> argparse.ArgumentParser:
     tunpack.add_argument("--packed", required=True, type=Path, help="the file of `data pack-cifar10`")
     tunpack.add_argument("--out", required=True, type=Path, help="a folder for the image folder and frost photographs")
     tunpack.set_defaults(func=_cmd_travel_unpack)
-
-    from dartlib.experiments.gpu_run import add_arguments as gpu_run_arguments
-
-    gpu = sub.add_parser("gpu-run", help="the gpu profile's CIFAR-10 core end to end on one GPU (--tiny: on the CPU)")
-    gpu_run_arguments(gpu)
-    gpu.set_defaults(func=_cmd_gpu_run)
 
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
     corr = bench.add_parser("corruptions", help="our corruption generator vs imagecorruptions, images/second")

@@ -1,13 +1,22 @@
-"""Where the heavy computations run: ``$DART_DEVICE`` when set (e.g. ``cpu`` to keep a GPU
+"""Where the heavy computations run, and how: ``$DART_DEVICE`` when set (e.g. ``cpu`` to keep a GPU
 machine's results comparable with CPU ones), else the GPU when torch sees one, else the CPU.
-``DART_TF32=0`` turns TensorFloat-32 off on the GPU (convolutions and matrix products in true
-fp32), so that cells of a CPU-scale profile computed on a GPU agree with the CPU's."""
+
+On a GPU the standard paths work device-resident (:func:`resident`): source training, g_phi's
+intermediate training and the test-time cells keep their images on the GPU as uint8, augment and
+count there, and read the device back once per epoch or cell, not per step. The backbone's
+forwards run in bfloat16 autocast, channels-last, unless ``DART_PRECISION=fp32``
+(:func:`precision`); ``DART_TF32=0`` also turns TensorFloat-32 off (convolutions and matrix products
+in true fp32), so that cells of a CPU-scale profile computed on a GPU agree with the CPU's. On the
+CPU every path is the one it always was: float32, host-side data, one batch at a time.
+"""
 
 from __future__ import annotations
 
 import os
 
 import torch
+
+PRECISIONS = ("bf16", "fp32")
 
 
 def default_device() -> str:
@@ -23,3 +32,23 @@ def default_device() -> str:
             raise ValueError(f"DART_DEVICE={chosen!r} but torch sees no GPU")
         return chosen
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resident(device: str | torch.device) -> bool:
+    """Whether the device-resident ways of working apply on ``device``: on a GPU, not on the CPU."""
+    return str(device).startswith("cuda")
+
+
+def precision(device: str | torch.device) -> str:
+    """The backbone's forward precision on ``device``: ``"bf16"`` on a GPU unless
+    ``$DART_PRECISION`` is ``fp32``; always ``"fp32"`` on the CPU."""
+    chosen = os.environ.get("DART_PRECISION", "").strip() or "bf16"
+    if chosen not in PRECISIONS:
+        raise ValueError(f"DART_PRECISION={chosen!r}; valid: {', '.join(PRECISIONS)}")
+    return chosen if resident(device) else "fp32"
+
+
+def autocast(device: str | torch.device, precision_: str | None = None):
+    """bfloat16 autocast where :func:`precision` (or ``precision_``) says bf16 on a GPU; else nothing."""
+    enabled = resident(device) and (precision_ or precision(device)) == "bf16"
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=enabled)

@@ -85,6 +85,27 @@ def test_generated_layout_round_trip(data_root, monkeypatch):
         prepare_corrupted("fmnistc", severities=[5], corruptions=["contrast"], seed=1)
 
 
+def test_corrupted_sets_generated_in_processes_equal_the_serial_ones(data_root, monkeypatch, tmp_path):
+    """DART_WORKERS processes share the chunks (4 images each here), with the serial run's seeds: the same bytes."""
+    from dartlib.data import prepare
+
+    folder = data_root / "fm"
+    folder.mkdir()
+    _write_idx(folder / "t10k-images-idx3-ubyte.gz", np.random.default_rng(3).integers(0, 256, size=(10, 28, 28), dtype=np.uint8))
+    _write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.arange(10) % 5)
+    monkeypatch.setenv("DART_FMNIST_DIR", str(folder))
+    monkeypatch.setattr(prepare, "CHUNK", 4)
+    kinds = ["contrast", "gaussian_noise"]
+    serial = prepare_corrupted("fmnistc", severities=[5, 2], corruptions=kinds, folder=tmp_path / "one", workers=1)
+    monkeypatch.setenv("DART_WORKERS", "2")
+    pooled = prepare_corrupted("fmnistc", severities=[5, 2], corruptions=kinds, folder=tmp_path / "two")
+    for name in (*kinds, "labels"):
+        assert (serial / f"{name}.npy").read_bytes() == (pooled / f"{name}.npy").read_bytes(), name
+    monkeypatch.setenv("DART_WORKERS", "two")
+    with pytest.raises(ValueError, match="DART_WORKERS='two'"):
+        prepare.corruption_workers()
+
+
 def test_image_folder_layouts(data_root, monkeypatch):
     rng = np.random.default_rng(2)
     for split in ("train", "test"):

@@ -37,9 +37,9 @@ from dartlib.dart.refiner import (
 from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, long_tailed_counts
 from dartlib.data.files import DamagedFileError
 from dartlib.data.sources import Dataset
-from dartlib.devices import default_device
-from dartlib.models.backbones import frozen_bn_adapted
-from dartlib.data.augmentation import to_tensor
+from dartlib.devices import autocast, default_device, resident
+from dartlib.models.backbones import GroupedBNAdapted, frozen_bn_adapted
+from dartlib.data.augmentation import images_to_float, to_tensor
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.training import cosine_lr, load_weights, save_weights
 
@@ -110,12 +110,18 @@ class _Learner:
         self.module = module.to(device)
         self.detector = detector.to(device) if detector else None
         params = list(self.module.parameters()) + (list(self.detector.parameters()) if self.detector else [])
-        self.opt = torch.optim.Adam(params, lr=config.lr)
+        self.opt = torch.optim.Adam(params, lr=config.lr, **({"fused": True} if resident(device) else {}))
         self.total = total
         self.eye = torch.eye(num_classes, device=device)
         self.device = device
         self.step = 0
-        self.log: list[dict] = []
+        self._log: list[dict] = []  # the loss terms as 0-d tensors: read back once, not per step
+
+    @property
+    def log(self) -> list[dict]:
+        """The per-step log (epoch, step, loss terms, lr) as plain numbers."""
+        self._log = [{k: float(v) if isinstance(v, torch.Tensor) else v for k, v in row.items()} for row in self._log]
+        return self._log
 
     @property
     def done(self) -> bool:
@@ -129,20 +135,20 @@ class _Learner:
         out = self.module(p_imb, d_imb)
         refined = additive_refine(batch.f_imb, self.head, out) if self.additive else refine(batch.l_imb, *out)
         loss_imb = F.cross_entropy(refined, batch.y_imb)
-        entry = {"epoch": epoch + 1, "step": self.step + 1, "loss_imb": float(loss_imb.detach())}
+        entry = {"epoch": epoch + 1, "step": self.step + 1, "loss_imb": loss_imb.detach()}
         if self.split:
             scores = self.detector(torch.stack([d_bal, d_imb]))
             loss_aux = F.binary_cross_entropy_with_logits(scores, torch.tensor([0.0, 1.0], device=self.device))
-            entry["loss_detect"] = float(loss_aux.detach())
+            entry["loss_detect"] = loss_aux.detach()
             loss = loss_imb + loss_aux  # disjoint parameters: the same as two separate updates
         elif self.additive:  # identity = all additive parameters zero
             loss_aux = sum(F.mse_loss(t, torch.zeros_like(t)) for t in self.module(p_bal, d_bal))
-            entry["loss_bal"] = float(loss_aux.detach())
+            entry["loss_bal"] = loss_aux.detach()
             loss = loss_imb + config.alpha * loss_aux
         else:
             w_bal, b_bal = self.module(p_bal, d_bal)
             loss_aux = F.mse_loss(w_bal, self.eye) + F.mse_loss(b_bal, torch.zeros_like(b_bal))
-            entry["loss_bal"] = float(loss_aux.detach())
+            entry["loss_bal"] = loss_aux.detach()
             loss = loss_imb + config.alpha * loss_aux
         lr = cosine_lr(base=config.lr, step=self.step, total=self.total)
         for group in self.opt.param_groups:
@@ -151,7 +157,7 @@ class _Learner:
         loss.backward()
         self.opt.step()
         entry["lr"] = lr
-        self.log.append(entry)
+        self._log.append(entry)
         self.step += 1
 
     def refiner(self) -> Refiner:
@@ -195,15 +201,15 @@ def _train_pass(
     if len(signatures) > 1:
         raise ValueError(f"refiners trained in one pass must share {', '.join(STREAM_FIELDS)}; got {sorted(signatures, key=str)}")
     first = configs[0]
-    frozen = frozen_bn_adapted(model).to(device)
     d_int = class_balanced(train.labels, per_class=first.per_class, seed=first.seed)
     labels = train.labels[d_int]
-    images = train.images[d_int]
     steps = len(d_int) // first.batch_size
     any_additive = any(c.outputs == "additive" for c in configs)
+    forward = _IntermediateForward(model, train.images[d_int], labels, features=any_additive, device=device,
+                                   batch_size=first.batch_size)
     # only the additive variant reads the model's last layer (the one naming hook: ``head``, ``features``)
-    head = (frozen.head.weight.detach().clone(), frozen.head.bias.detach().clone()) if any_additive else None
-    feature_dim = frozen.head.in_features if any_additive else 0
+    head = (forward.head.weight.detach().clone(), forward.head.bias.detach().clone()) if any_additive else None
+    feature_dim = forward.head.in_features if any_additive else 0
     learners = []
     for config in configs:
         total = config.epochs * steps if max_steps is None else min(max_steps, config.epochs * steps)
@@ -216,14 +222,6 @@ def _train_pass(
                desc=f"intermediate training ({names}, {len(configs)} at once)",
                **({} if progress else {"disable": True}))  # TQDM_DISABLE=1 silences it
 
-    def logits_of(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        with torch.no_grad():
-            x, y = to_tensor(images[idx]).to(device), torch.from_numpy(labels[idx]).to(device)
-            if not any_additive:
-                return frozen(x), y, None
-            feats = frozen.features(x)  # frozen(x) is head(features(x)): the same logits
-            return frozen.head(feats), y, feats
-
     detectors = [l.detector for l in learners if l.split]
     for epoch in range(first_epoch, max(c.epochs for c in configs)):
         if all(l.done for l in learners):
@@ -232,28 +230,87 @@ def _train_pass(
         order = np.random.default_rng(first.seed * 100003 + epoch + 7).permutation(len(labels))
         iid = [order[i * first.batch_size : (i + 1) * first.batch_size] for i in range(steps)]
         if detectors and epoch == 0:  # standardise g_phi1's input with d on the first batches of both kinds
-            first_d = torch.stack([batch_statistics(logits_of(idx)[0])[1]
-                                   for idx in [*imbalanced[:CALIBRATION_STEPS], *iid[:CALIBRATION_STEPS]]])
+            outputs = forward([*imbalanced[:CALIBRATION_STEPS], *iid[:CALIBRATION_STEPS]])
+            first_d = torch.stack([batch_statistics(logits)[1] for logits, _, _ in outputs])
             for detector in detectors:
                 detector.calibrate(first_d)
-        for i in range(steps):
-            active = [l for l in learners if not l.done]
-            if not active:
+        for s0 in range(0, steps, forward.chunk):
+            if all(l.done for l in learners):
                 break
-            l_imb, y_imb, f_imb = logits_of(imbalanced[i])
-            l_bal, _, _ = logits_of(iid[i])
-            batch = _Batch(l_imb=l_imb, y_imb=y_imb, f_imb=f_imb, l_bal=l_bal, stats_imb=batch_statistics(l_imb),
-                           stats_bal=batch_statistics(l_bal))
-            for learner in active:
-                learner.update(epoch, batch)
-            bar.update(1)
-            if active[0].step % 50 == 0:
-                bar.set_postfix(loss_imb=f"{active[0].log[-1]['loss_imb']:.3f}")
+            m = min(steps - s0, forward.chunk, max(l.total - l.step for l in learners))  # no forward past the last step
+            outputs = forward([*imbalanced[s0 : s0 + m], *iid[s0 : s0 + m]])  # the Dirichlet batches, then the i.i.d.
+            for (l_imb, y_imb, f_imb), (l_bal, _, _) in zip(outputs[:m], outputs[m:]):
+                active = [l for l in learners if not l.done]
+                if not active:
+                    break
+                batch = _Batch(l_imb=l_imb, y_imb=y_imb, f_imb=f_imb, l_bal=l_bal, stats_imb=batch_statistics(l_imb),
+                               stats_bal=batch_statistics(l_bal))
+                for learner in active:
+                    learner.update(epoch, batch)
+                bar.update(1)
+                if active[0].step % 50 == 0 and not bar.disable:
+                    bar.set_postfix(loss_imb=f"{float(active[0]._log[-1]['loss_imb']):.3f}")
         if resume is not None:
             _save_pass(resume, identity, learners, epochs_done=epoch + 1,
                        seconds=earlier_seconds + time.perf_counter() - start)
     bar.close()
     return [(l.refiner(), l.log) for l in learners], earlier_seconds + time.perf_counter() - start
+
+
+# Intermediate steps whose batches go through the frozen classifier in one forward on a GPU.
+RESIDENT_CHUNK = 16
+
+
+class _IntermediateForward:
+    """The frozen BN-adapted classifier f_theta_bar on intermediate batches of D_int: ``self(batches)``
+    gives (logits, labels, features or None) per batch, each batch normalised with its own
+    statistics. On the CPU one batch at a time from host images (bit-identical to a forward of
+    that batch alone); on a GPU (:func:`dartlib.devices.resident`) D_int lives there as uint8 and
+    :attr:`chunk` steps' batches go through one grouped forward
+    (:class:`dartlib.models.backbones.GroupedBNAdapted`), in the device's precision."""
+
+    def __init__(self, model: nn.Module, images: np.ndarray, labels: np.ndarray, *, features: bool, device: str,
+                 batch_size: int) -> None:
+        self.device, self.features, self.batch_size = device, features, batch_size
+        self.on_device = resident(device)
+        self.chunk = RESIDENT_CHUNK if self.on_device else 1
+        self.labels = torch.from_numpy(labels).to(device)
+        if self.on_device:
+            self.frozen = GroupedBNAdapted(model).to(device, memory_format=torch.channels_last)
+            self.images = torch.from_numpy(np.ascontiguousarray(images)).to(device)
+        else:
+            self.frozen = frozen_bn_adapted(model).to(device)
+            self.images = images
+        self.head = self.frozen.head if features else None  # a user's model need not name its last layer
+
+    @torch.no_grad()
+    def __call__(self, batches: list[np.ndarray]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+        if not self.on_device:
+            return [self._one(idx) for idx in batches]
+        idx = torch.from_numpy(np.concatenate(batches)).to(self.device)
+        x = images_to_float(self.images[idx])
+        group = self.batch_size if all(len(b) == self.batch_size for b in batches) else None
+        if group is None:  # batches of unequal size (none in Algorithm 1): one forward each
+            return [self._one(b) for b in batches]
+        with autocast(self.device):
+            out = (self.frozen.features if self.features else self.frozen)(x, group=group).float()
+        feats = out if self.features else None
+        logits = self.frozen.head(feats) if self.features else out
+        y = self.labels[idx]
+        return [(logits[i : i + group], y[i : i + group], None if feats is None else feats[i : i + group])
+                for i in range(0, len(idx), group)]
+
+    def _one(self, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        if self.on_device:
+            x = images_to_float(self.images[torch.from_numpy(idx).to(self.device)])
+        else:
+            x = to_tensor(self.images[idx]).to(self.device)
+        y = self.labels[torch.from_numpy(idx).to(self.device)]
+        with autocast(self.device):
+            if not self.features:
+                return self.frozen(x).float(), y, None
+            feats = self.frozen.features(x).float()  # frozen(x) is head(features(x)): the same logits
+        return self.frozen.head(feats), y, feats
 
 
 def _pass_identity(model: nn.Module, train: Dataset, configs: list[DartConfig], *, max_steps: int | None) -> dict:
@@ -288,7 +345,7 @@ def _restore_pass(path: Path, identity: dict, learners: list[_Learner], *, devic
         if learner.detector is not None:
             learner.detector.load_state_dict(state["detector"])
         learner.opt.load_state_dict(state["optimizer"])
-        learner.step, learner.log = state["step"], state["log"]
+        learner.step, learner._log = state["step"], state["log"]
     torch.set_rng_state(blob["torch_rng"])
     return blob["epochs_done"], blob["seconds"]
 

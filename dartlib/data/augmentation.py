@@ -17,6 +17,53 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(255.0)
 
 
+def images_to_float(x: torch.Tensor) -> torch.Tensor:
+    """uint8 NHWC images already on a device -> float NCHW in [0, 1] there (the values of
+    :func:`to_tensor`); on a GPU the result stays channels-last in memory."""
+    out = x.permute(0, 3, 1, 2).float().div_(255.0)
+    return out if out.is_cuda else out.contiguous()
+
+
+def augment_resident(x: torch.Tensor, *, kind: str, generator: torch.Generator) -> torch.Tensor:
+    """:func:`augment` for a batch of uint8 NHWC images resident on a device (the training set on
+    a GPU), done there: the same distribution of views, drawn from ``generator`` (on that device)
+    in another order, so a resident run and a host-side run see different views. ``crop-flip`` is
+    one gather from the padded images."""
+    n, h, w, _ = x.shape
+    dev = x.device
+    flip = torch.rand(n, generator=generator, device=dev) < 0.5
+    if kind in ("flip", "crop-flip"):
+        pad = 4 if kind == "crop-flip" else 0
+        dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator, device=dev)
+        dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator, device=dev)
+        padded = F.pad(x, (0, 0, pad, pad, pad, pad)) if pad else x
+        ar_h, ar_w = torch.arange(h, device=dev), torch.arange(w, device=dev)
+        rows = dy[:, None] + ar_h
+        cols = torch.where(flip[:, None], dx[:, None] + (w - 1) - ar_w, dx[:, None] + ar_w)
+        return images_to_float(padded[torch.arange(n, device=dev)[:, None, None], rows[:, :, None], cols[:, None, :]])
+    if kind == "rrc-flip":
+        xf = images_to_float(x)
+        return _random_resized_crop(torch.where(flip[:, None, None, None], xf.flip(3), xf), generator=generator)
+    raise ValueError(f"unknown augmentation {kind!r}; valid: {', '.join(AUGMENTATIONS)}")
+
+
+def _random_resized_crop(x: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+    """RandomResizedCrop(scale=(0.2, 1), ratio=(3/4, 4/3)) of every image of ``x`` (NCHW), on its
+    device: one affine sampling grid per image."""
+    n, dev = x.shape[0], x.device
+    area = torch.empty(n, device=dev).uniform_(0.2, 1.0, generator=generator)
+    log_ratio = torch.empty(n, device=dev).uniform_(math.log(3 / 4), math.log(4 / 3), generator=generator)
+    ratio = log_ratio.exp()
+    sw = torch.sqrt(area * ratio).clamp(max=1.0)
+    sh = torch.sqrt(area / ratio).clamp(max=1.0)
+    cx = (torch.rand(n, generator=generator, device=dev) * 2 - 1) * (1 - sw)
+    cy = (torch.rand(n, generator=generator, device=dev) * 2 - 1) * (1 - sh)
+    theta = torch.zeros(n, 2, 3, device=dev)
+    theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = sw, cx, sh, cy
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+
+
 def augment(x: torch.Tensor, *, kind: str, generator: torch.Generator) -> torch.Tensor:
     """One random view of every image of the CPU batch ``x`` (NCHW), drawn from ``generator``:
     a horizontal flip with probability 1/2, then for ``crop-flip`` a random 32-pixel crop of the
@@ -35,18 +82,7 @@ def augment(x: torch.Tensor, *, kind: str, generator: torch.Generator) -> torch.
         cols = (dx[:, None] + torch.arange(w))[:, None, None, :].expand(n, 3, h, w)
         return x.gather(3, cols)
     if kind == "rrc-flip":
-        # One affine sampling grid per image.
-        area = torch.empty(n).uniform_(0.2, 1.0, generator=generator)
-        log_ratio = torch.empty(n).uniform_(math.log(3 / 4), math.log(4 / 3), generator=generator)
-        ratio = log_ratio.exp()
-        sw = torch.sqrt(area * ratio).clamp(max=1.0)
-        sh = torch.sqrt(area / ratio).clamp(max=1.0)
-        cx = (torch.rand(n, generator=generator) * 2 - 1) * (1 - sw)
-        cy = (torch.rand(n, generator=generator) * 2 - 1) * (1 - sh)
-        theta = torch.zeros(n, 2, 3)
-        theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = sw, cx, sh, cy
-        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-        return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+        return _random_resized_crop(x, generator=generator)
     raise ValueError(f"unknown augmentation {kind!r}; valid: {', '.join(AUGMENTATIONS)}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,8 +53,10 @@ def prepare_corrupted(
     corruptions: Sequence[str] = CORRUPTIONS,
     seed: int = 0,
     folder: Path | None = None,
+    workers: int | None = None,
 ) -> Path:
-    """Write ``<folder>/<corruption>.npy`` for each corruption (severities stacked in order)."""
+    """Write ``<folder>/<corruption>.npy`` for each corruption (severities stacked in order);
+    ``workers`` processes (default :func:`corruption_workers`) share the chunks."""
     unknown = [c for c in corruptions if c not in CORRUPTIONS]
     if unknown:
         raise ValueError(f"unknown corruptions {unknown}; valid names: {', '.join(CORRUPTIONS)}")
@@ -88,12 +91,45 @@ def prepare_corrupted(
     if not (folder / "labels.npy").is_file():
         _atomic_save(folder / "labels.npy", np.tile(clean.labels.astype(np.uint8 if clean.num_classes <= 256 else np.int64), len(severities)))
     todo = [c for c in corruptions if not (folder / f"{c}.npy").is_file()]
+    workers = corruption_workers() if workers is None else workers
+    if workers > 1 and todo:
+        _prepare_in_processes(folder, clean.images, todo, severities=severities, seed=seed, workers=workers, name=name)
+        return folder
     for corruption in tqdm(todo, desc=f"prepare {name}", unit="corruption"):
         stacked = np.concatenate(
             [corrupt_set(clean.images, corruption=corruption, severity=s, seed=seed + 7919 * s) for s in severities]
         )
         _atomic_save(folder / f"{corruption}.npy", stacked)
     return folder
+
+
+def corruption_workers() -> int:
+    """Processes that generate corrupted sets: ``$DART_WORKERS`` (e.g. the cores of a GPU machine
+    left to the CPU while the GPU trains), else 1."""
+    value = os.environ.get("DART_WORKERS", "").strip() or "1"
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"DART_WORKERS={value!r}: expected a positive whole number of processes")
+    return int(value)
+
+
+def _corrupt_chunk(images: np.ndarray, corruption: str, severity: int, seed: int) -> np.ndarray:
+    return corrupt(images, corruption=corruption, severity=severity, seed=seed)
+
+
+def _prepare_in_processes(folder: Path, images: np.ndarray, corruptions: list[str], *, severities: list[int], seed: int,
+                          workers: int, name: str) -> None:
+    """The files :func:`prepare_corrupted` writes, each chunk of :func:`corrupt_set` in a pool of
+    ``workers`` processes (the same chunks and seeds, so the same bytes); each corruption's file
+    is written as soon as its chunks are done."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    starts = range(0, len(images), CHUNK)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        jobs = {c: [pool.submit(_corrupt_chunk, images[start : start + CHUNK], c, s, (seed + 7919 * s) * 100003 + i)
+                    for s in severities for i, start in enumerate(starts)] for c in corruptions}
+        for corruption in tqdm(corruptions, desc=f"prepare {name} ({workers} processes)", unit="corruption"):
+            _atomic_save(folder / f"{corruption}.npy", np.concatenate([job.result() for job in jobs[corruption]]))
 
 
 def ensure_corrupted(name: str, *, severities: Sequence[int] = (5,), seed: int = 0) -> Path:

@@ -2,8 +2,8 @@
 cell (``engine``), settings built from a profile (``settings``), and the grids of the notebooks:
 Table 1 (``table1``), online imbalance (``online``), the large benchmarks (``benchmarks``),
 ablations (``ablations``), alpha validation (``validation``), the backbone study
-(``backbone_study``), and the GPU one-command run (``gpu_fast``, ``gpu_run``). Imports ``tta``,
-``dart``, ``models``, ``data`` and the base."""
+(``backbone_study``), and the notebooks' studies. The same code runs on a GPU
+(:mod:`dartlib.devices`). Imports ``tta``, ``dart``, ``models``, ``data`` and the base."""
 
 
 def __getattr__(name: str):

@@ -30,13 +30,14 @@ from dartlib.dart.refiner import Refiner, config_dict
 from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import DOMAIN_FOLDERS
-from dartlib.devices import default_device
+from dartlib.devices import default_device, resident
+from dartlib.devices import precision as device_precision
 from dartlib.data.protocols import TEST_BATCH_SIZE, batches
 from dartlib.experiments.grid import Cell, parse_params
 from dartlib.experiments.settings import Settings
 from dartlib.models.artefacts import weights_digest
-from dartlib.models.backbones import frozen_bn_adapted
-from dartlib.data.augmentation import to_tensor
+from dartlib.models.backbones import bf16_forward, frozen_bn_adapted
+from dartlib.data.augmentation import images_to_float, to_tensor
 from dartlib.models.evaluation import correct_predictions
 
 class SharedSourceLogits:
@@ -51,6 +52,9 @@ class SharedSourceLogits:
         self.frozen = frozen_bn_adapted(source)
         self._memo: dict[str, torch.Tensor] = {}
         self.hits = 0
+        # Set by a device-resident cell before each batch (:func:`evaluate_cell`): the stream and the
+        # batch's index name the batch, so that its bytes are not read back to be hashed.
+        self.key: str | None = None
 
     def to(self, device: str | torch.device) -> SharedSourceLogits:
         self.frozen.to(device)
@@ -96,8 +100,11 @@ class SharedSourceLogits:
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        data = x.detach().contiguous().cpu().numpy()
-        key = f"{tuple(x.shape)}|{x.dtype}|{x.device}|{hashlib.blake2b(data.tobytes(), digest_size=16).hexdigest()}"
+        if self.key is not None:
+            key = f"{tuple(x.shape)}|{x.dtype}|{x.device}|stream {self.key}"
+        else:
+            data = x.detach().contiguous().cpu().numpy()
+            key = f"{tuple(x.shape)}|{x.dtype}|{x.device}|{hashlib.blake2b(data.tobytes(), digest_size=16).hexdigest()}"
         if key in self._memo:
             self.hits += 1
         else:
@@ -123,13 +130,19 @@ class TestTimeContext:
     share_source: bool = True  # one memoised f_theta0_bar for all cells (see SharedSourceLogits)
     # a folder where that memo persists between runs (SharedSourceLogits.save), None: memory only
     logits_store: Path | None = None
+    # the backbone's forward precision, "" for the device's (:func:`dartlib.devices.precision`)
+    precision: str = ""
     _shared: SharedSourceLogits | None = field(default=None, init=False, repr=False)
+    _resident: dict = field(default_factory=dict, init=False, repr=False)  # test sets on the device
     _saved: int = field(default=0, init=False, repr=False)
     _saved_at: float = field(default=0.0, init=False, repr=False)
 
     # Fields that say where and how the forwards run, not what they compute (the cells' numbers
     # depend on them at rounding level only; a profile's device is part of its name).
-    NOT_INPUTS = ("device", "share_source", "logits_store", "_shared", "_saved", "_saved_at")
+    NOT_INPUTS = ("device", "share_source", "logits_store", "_shared", "_resident", "_saved", "_saved_at")
+    # Fields added after ENGINE_REVISION 2, with the value every row before them was computed
+    # under: at that value a field leaves the digest as it was, so those rows stay current.
+    DIGEST_DEFAULTS = {"precision": "fp32"}
 
     def inputs(self, cell: Cell) -> str:
         """A digest of everything a cell's result depends on besides its key (for
@@ -145,7 +158,9 @@ class TestTimeContext:
         for f in dataclasses.fields(self):
             if f.name in self.NOT_INPUTS:
                 continue
-            parts.append(f"{f.name}={self._input_value(f.name, cell)}")
+            value = self._input_value(f.name, cell)
+            if self.DIGEST_DEFAULTS.get(f.name) != value:
+                parts.append(f"{f.name}={value}")
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
     def _input_value(self, name: str, cell: Cell) -> str:
@@ -162,6 +177,8 @@ class TestTimeContext:
             return _state_digest(self.iabn) if read else ""
         if name == "options":
             return repr(sorted(self.options.get(cell.method, {}).items()))
+        if name == "precision":
+            return self.forward_precision()
         value = getattr(self, name)
         return _state_digest(value) if isinstance(value, nn.Module) else repr(value)
 
@@ -185,11 +202,38 @@ class TestTimeContext:
             parts.append(f"{cell.method}@{revision}")
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
+    def forward_precision(self) -> str:
+        """:attr:`precision`, or the device's (:func:`dartlib.devices.precision`)."""
+        return self.precision or device_precision(self.device)
+
+    def on_device(self, model: nn.Module) -> nn.Module:
+        """``model`` moved to :attr:`device`; on a GPU channels-last, with bfloat16 forwards where
+        :meth:`forward_precision` says so (:func:`dartlib.models.backbones.bf16_forward`)."""
+        model = model.to(self.device)
+        if resident(self.device):
+            model = model.to(memory_format=torch.channels_last)
+            if self.forward_precision() == "bf16":
+                bf16_forward(model)
+        return model
+
+    def resident_set(self, cell: Cell) -> tuple[torch.Tensor, torch.Tensor]:
+        """The test set ``cell`` draws from on :attr:`device` (uint8 NHWC images, labels), copied
+        there on first use; the 16 most recent sets are kept."""
+        key = _set_digest(cell)
+        if key not in self._resident:
+            images, labels, _ = cell_stream(cell)
+            if len(self._resident) >= 16:
+                self._resident.pop(next(iter(self._resident)))
+            self._resident[key] = (torch.from_numpy(np.ascontiguousarray(images)).to(self.device),
+                                   torch.from_numpy(labels).to(self.device))
+        return self._resident[key]
+
     def shared_source(self) -> SharedSourceLogits:
         """The memoised f_theta0_bar every cell shares, made on first use (with the entries
         :attr:`logits_store` holds)."""
         if self._shared is None:
-            self._shared = SharedSourceLogits(self.source).to(self.device)
+            self._shared = SharedSourceLogits(self.source)
+            self._shared.frozen = self.on_device(self._shared.frozen)
             if self.logits_store is not None:
                 self._saved = self._shared.load(self.logits_store)
         return self._shared
@@ -225,7 +269,7 @@ class TestTimeContext:
             # ``source`` from this context; ODS's tracker keeps its own pre-trained copy): one memo serves all.
             self.save_shared_source(every=60.0)  # what the cells before this one added
             shared = self.shared_source()
-        return tta.make(cell.method, model.to(self.device), refiner=refiner, source_logits=shared, **options)
+        return tta.make(cell.method, self.on_device(model), refiner=refiner, source_logits=shared, **options)
 
 
 # Bumped when the engine's computation of a cell changes; part of every cell's input digest.
@@ -388,13 +432,38 @@ def _set_digest_at(dataset: str, corruption: str, severity: int, image_size: int
 
 def evaluate_cell(cell: Cell, context: TestTimeContext, *, progress: bool = False) -> dict:
     """Run one cell; returns ``n`` and ``accuracy`` for :func:`dartlib.experiments.grid.run_grid`.
-    A ``test_batch=`` item in the cell's params overrides the context's test batch size."""
+    A ``test_batch=`` item in the cell's params overrides the context's test batch size. On a GPU
+    (:func:`dartlib.devices.resident`) the test set stays there (:meth:`TestTimeContext.resident_set`),
+    the correct predictions are counted there and read back once, and the shared f_theta0_bar's
+    memo is keyed by the stream and the batch's index (not by the batch's bytes)."""
     torch.manual_seed(cell.seed)
     images, labels, order = cell_stream(cell)
     batch_size = int(cell_options(cell).get("test_batch", context.batch_size))  # the test batch-size study
+    if resident(context.device) and "pool" not in cell_options(cell):
+        return {"n": len(order), "accuracy": _resident_accuracy(cell, context, order, batch_size=batch_size)}
     acc = adapt_accuracy(context.adapter(cell), images, labels, order, batch_size=batch_size,
                          device=context.device, progress=progress, desc=cell.label())
     return {"n": len(order), "accuracy": acc}
+
+
+def _resident_accuracy(cell: Cell, context: TestTimeContext, order: np.ndarray, *, batch_size: int) -> float:
+    """Accuracy (%) of ``cell``'s adapter over its stream with the test set on the device."""
+    images, labels = context.resident_set(cell)
+    adapter = context.adapter(cell)
+    shared = context._shared if context.share_source else None
+    stream = f"{stream_digest(cell)}|b{batch_size}|{context.forward_precision()}"
+    order_dev = torch.from_numpy(order).to(context.device)
+    correct = torch.zeros((), dtype=torch.long, device=context.device)
+    try:
+        for i, start in enumerate(range(0, len(order), batch_size)):
+            idx = order_dev[start : start + batch_size]
+            if shared is not None:
+                shared.key = f"{stream}|{i}"
+            correct += (adapter(images_to_float(images[idx])).argmax(1) == labels[idx]).sum()
+    finally:
+        if shared is not None:
+            shared.key = None
+    return 100.0 * (int(correct) / len(order))  # as adapt_accuracy computes it
 
 
 def prepare_context(

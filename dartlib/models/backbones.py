@@ -279,6 +279,100 @@ def frozen_bn_adapted(model: nn.Module) -> nn.Module:
     return frozen
 
 
+class _GroupedBN(nn.Module):
+    """A BN layer in BN-adapt mode applied to ``n // group`` consecutive batches of ``group``
+    images at once, each normalised with its own (biased) statistics, as ``F.batch_norm`` in
+    training mode without running statistics does for one batch."""
+
+    def __init__(self, bn: nn.modules.batchnorm._BatchNorm, holder: list) -> None:
+        super().__init__()
+        self.weight, self.bias, self.eps, self.holder = bn.weight, bn.bias, bn.eps, holder
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        group = self.holder[0]
+        n, c = x.shape[:2]
+        if group is None or group == n:
+            return F.batch_norm(x, None, None, self.weight, self.bias, True, 0.0, self.eps)
+        rest = x.shape[2:]
+        xv = x.reshape(n // group, group, c, *rest)
+        var, mean = torch.var_mean(xv.float(), dim=(1, *range(3, xv.ndim)), correction=0, keepdim=True)
+        shape = (1, 1, c) + (1,) * len(rest)
+        scale = torch.rsqrt(var + self.eps)
+        if self.weight is not None:
+            scale = scale * self.weight.float().view(shape)
+        shift = -mean * scale
+        if self.bias is not None:
+            shift = shift + self.bias.float().view(shape)
+        return torch.addcmul(shift.to(x.dtype), xv, scale.to(x.dtype)).reshape(x.shape)
+
+
+class GroupedBNAdapted(nn.Module):
+    """:func:`frozen_bn_adapted` that takes many batches in one call: ``forward(x, group=g)`` (and
+    ``features``) normalise every run of ``g`` consecutive images with their own statistics, so the
+    result equals the frozen model's outputs batch by batch, concatenated, in one forward (what g_phi's
+    intermediate training runs on a GPU, several intermediate batches at a time)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.net = frozen_bn_adapted(model)
+        self._holder: list = [None]
+        for name, module in list(self.net.named_modules()):
+            if isinstance(module, BN_TYPES):
+                parent = self.net.get_submodule(name.rsplit(".", 1)[0]) if "." in name else self.net
+                setattr(parent, name.rsplit(".", 1)[-1], _GroupedBN(module, self._holder))
+
+    @property
+    def head(self) -> nn.Linear:
+        return self.net.head
+
+    def _run(self, fn, x: torch.Tensor, group: int | None) -> torch.Tensor:
+        if group is not None and x.shape[0] % group:
+            raise ValueError(f"{x.shape[0]} images do not split into batches of {group}")
+        self._holder[0] = group
+        try:
+            return fn(x)
+        finally:
+            self._holder[0] = None
+
+    @torch.no_grad()
+    def forward(self, x: torch.Tensor, group: int | None = None) -> torch.Tensor:
+        return self._run(self.net, x, group)
+
+    @torch.no_grad()
+    def features(self, x: torch.Tensor, group: int | None = None) -> torch.Tensor:
+        return self._run(self.net.features, x, group)
+
+
+class _Bf16Forward:
+    """Mixin: ``forward`` (and ``features``) under bfloat16 autocast, float32 out; everything
+    outside the backbone (refiner, losses, softmax statistics) stays in float32."""
+
+    def forward(self, x):  # noqa: D401
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = super().forward(x)
+        return out.float()
+
+    def features(self, x):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = super().features(x)
+        return out.float()
+
+
+_BF16_CLASSES: dict[type, type] = {}
+
+
+def bf16_forward(model: nn.Module) -> nn.Module:
+    """``model`` (in place) with its forward under bfloat16 autocast on a GPU; deep copies keep it
+    (a test-time method's copies of the backbone, :mod:`dartlib.devices`)."""
+    cls = type(model)
+    if issubclass(cls, _Bf16Forward):
+        return model
+    if cls not in _BF16_CLASSES:
+        _BF16_CLASSES[cls] = type(f"Bf16{cls.__name__}", (_Bf16Forward, cls), {})
+    model.__class__ = _BF16_CLASSES[cls]
+    return model
+
+
 TRAINABLE = ("bn-affine", "all", "none")
 
 

@@ -83,3 +83,19 @@ def batch_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, 
     order = np.arange(len(labels))
     logits = (model(to_tensor(images[idx]).to(device)) for idx in batches(order, batch_size=batch_size))
     return stream_accuracy(logits, labels, order, batch_size=batch_size)
+
+
+@torch.no_grad()
+def resident_accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, *, batch_size: int = 1000) -> float:
+    """:func:`batch_accuracy` of uint8 NHWC ``images`` and ``labels`` resident on a device: the
+    predictions are counted there and read back once (:mod:`dartlib.devices`: the backbone's
+    precision applies)."""
+    from dartlib.data.augmentation import images_to_float
+    from dartlib.devices import autocast
+
+    correct = torch.zeros((), dtype=torch.long, device=images.device)
+    for start in range(0, len(labels), batch_size):
+        with autocast(images.device):
+            logits = model(images_to_float(images[start : start + batch_size]))
+        correct += (logits.argmax(1) == labels[start : start + batch_size]).sum()
+    return 100.0 * int(correct) / len(labels)

@@ -27,12 +27,12 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from dartlib import __version__
-from dartlib.data.augmentation import augment, to_tensor
+from dartlib.data.augmentation import augment, augment_resident, to_tensor
 from dartlib.data.files import REGENERATE, DamagedFileError, atomic_path, committed_remedy
 from dartlib.data.sources import Dataset, load
-from dartlib.devices import default_device
+from dartlib.devices import autocast, default_device, precision, resident
 from dartlib.models.backbones import build
-from dartlib.models.evaluation import batch_accuracy
+from dartlib.models.evaluation import batch_accuracy, resident_accuracy
 from dartlib.paths import data_root
 from dartlib.registry import Registry
 
@@ -68,8 +68,8 @@ RECIPES: Registry[Recipe] = Registry(
         # Fine-tuning an ImageNet-pretrained ResNet-50 on one source domain (PACS, OfficeHome,
         # DomainNet-126) where no released source checkpoint is given; our recipe, not the paper's.
         "domain": Recipe(30, 64, 0.01, 0.9, 5e-4, False, 0, "rrc-flip"),
-        # The gpu profile's ResNet-26 (width 64) in a short GPU slot (dartlib.experiments.gpu_fast.train_source_fast:
-        # data resident on the GPU, bf16 autocast, channels-last); our recipe, not the paper's: 18 epochs
+        # The gpu profile's ResNet-26 (width 64) in a short GPU slot (train_source on a GPU: data resident
+        # there, bf16 autocast, channels-last); our recipe, not the paper's: 18 epochs
         # of batch 512, lr 0.4 (0.1 per 128 images, linearly scaled), Nesterov, 1 warm-up epoch, cosine.
         "gpu": Recipe(18, 512, 0.4, 0.9, 5e-4, True, 1, "crop-flip"),
     },
@@ -119,26 +119,35 @@ def evaluate(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_
 
 
 def sgd_epoch(
-    model: nn.Module, opt: torch.optim.Optimizer, *, images: np.ndarray, labels: torch.Tensor, order: torch.Tensor,
-    steps: int, batch_size: int, augmentation: str, gen: torch.Generator, lr_of_step, device: str, desc: str,
-    progress: bool, recipe: Recipe | None = None,
+    model: nn.Module, opt: torch.optim.Optimizer, *, images: np.ndarray | torch.Tensor, labels: torch.Tensor,
+    order: torch.Tensor, steps: int, batch_size: int, augmentation: str, gen: torch.Generator, lr_of_step, device: str,
+    desc: str, progress: bool, recipe: Recipe | None = None,
 ) -> tuple[float, int, int]:
     """One epoch of SGD steps over ``order`` with ``recipe``'s loss and gradient clipping
     (:func:`source_loss`; cross-entropy without clipping when no recipe is given); returns (loss
-    sum, correct, seen). On a GPU: bfloat16 autocast and channels-last."""
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else _nullcontext()
-    loss_sum, correct, seen = 0.0, 0, 0
+    sum, correct, seen). ``images``: uint8 NHWC on the host, or resident on ``device`` with
+    ``labels``, ``order`` and ``gen`` there too (:func:`dartlib.devices.resident`: augmented on the
+    device, bfloat16 autocast where :func:`dartlib.devices.precision` says so, channels-last, the
+    device read once at the end)."""
+    on_device = isinstance(images, torch.Tensor)
+    # Sums kept where the steps run (float64: the same values as Python floats), read once.
+    loss_sum = torch.zeros((), dtype=torch.float64, device=labels.device)
+    correct = torch.zeros((), dtype=torch.long, device=labels.device)
+    seen = 0
     # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
     bar = tqdm(range(steps), desc=desc, leave=False, **({} if progress else {"disable": True}))
     for i in bar:
         idx = order[i * batch_size : (i + 1) * batch_size]
-        x = augment(to_tensor(images[idx.numpy()]), kind=augmentation, generator=gen).to(device)
-        y = labels[idx].to(device)
-        if device == "cuda":
+        if on_device:
+            x, y = augment_resident(images[idx], kind=augmentation, generator=gen), labels[idx]
+        else:
+            x = augment(to_tensor(images[idx.numpy()]), kind=augmentation, generator=gen).to(device)
+            y = labels[idx].to(device)
+        if resident(device):
             x = x.contiguous(memory_format=torch.channels_last)
         for group in opt.param_groups:
             group["lr"] = lr_of_step(i)
-        with amp:
+        with autocast(device):
             logits = model(x)
             loss = F.cross_entropy(logits, y) if recipe is None else source_loss(logits, y, recipe)
         opt.zero_grad(set_to_none=True)
@@ -146,12 +155,12 @@ def sgd_epoch(
         if recipe is not None:
             clip_gradients(model, recipe)
         opt.step()
-        loss_sum += float(loss.detach()) * len(y)
-        correct += int((logits.detach().argmax(1) == y).sum())
+        loss_sum += loss.detach().double() * len(y)
+        correct += (logits.detach().argmax(1) == y).sum()
         seen += len(y)
-        if i % 20 == 0:
-            bar.set_postfix(loss=f"{loss_sum / seen:.3f}", acc=f"{100 * correct / seen:.1f}")
-    return loss_sum, correct, seen
+        if i % 20 == 0 and not on_device and not bar.disable:
+            bar.set_postfix(loss=f"{float(loss_sum) / seen:.3f}", acc=f"{100 * int(correct) / seen:.1f}")
+    return float(loss_sum), int(correct), seen
 
 
 def load_weights(path: Path | str, *, map_location: str = "cpu", required: tuple[str, ...] = ()) -> dict:
@@ -243,6 +252,9 @@ def train_source(
     model trains on one domain (its "clean accuracy" is then measured on ``test_split``).
     ``directory``: train into another folder than the data root's ``checkpoints/`` (e.g. to
     retrain a committed model and compare, :func:`dartlib.models.artefacts.retrained_within_tolerance`).
+    On a GPU (:func:`dartlib.devices.resident`) the training and test sets are resident there as
+    uint8 and each batch is augmented there (:func:`sgd_epoch`); the checkpoint then records the
+    precision and the steady rate in images per second (epochs after the first).
     """
     rec = RECIPES[recipe]
     final = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, split=train_split, directory=directory)
@@ -253,13 +265,11 @@ def train_source(
     train, test = load(dataset, split=train_split, **options), load(dataset, split=test_split, **options)
     torch.manual_seed(seed)
     model = build(arch, num_classes=train.num_classes).to(device)
-    if device == "cuda":
+    on_device = resident(device)
+    if on_device:
+        torch.backends.cudnn.benchmark = True
         model = model.to(memory_format=torch.channels_last)
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim <= 1 else decay).append(p)
-    opt = torch.optim.SGD([{"params": decay, "weight_decay": rec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-                          lr=rec.lr, momentum=rec.momentum, nesterov=rec.nesterov)
+    opt = _optimizer(model, rec)
     partial = final.with_suffix(".partial.pt")
     history: list[dict] = []
     start_epoch, elapsed = 0, 0.0
@@ -270,18 +280,19 @@ def train_source(
         start_epoch, history, elapsed = state["epoch"], state["history"], state["seconds"]
     final.parent.mkdir(parents=True, exist_ok=True)
     steps = max(1, len(train) // rec.batch_size)  # a training set smaller than one batch is one step
-    x_all, y_all = train.images, torch.from_numpy(train.labels)
+    x_all, y_all, test_accuracy = _training_data(train, test, device=device)
     stop = rec.epochs if max_epochs is None else min(rec.epochs, start_epoch + max_epochs)
     for epoch in range(start_epoch, stop):
         t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(seed * 1000 + epoch)  # per-epoch stream: resuming is exact
-        order = torch.randperm(len(train), generator=gen)
+        # per-epoch stream: resuming is exact
+        gen = torch.Generator(device=device if on_device else "cpu").manual_seed(seed * 1000 + epoch)
+        order = torch.randperm(len(train), generator=gen, device=gen.device)
         model.train()
         loss_sum, correct, seen = sgd_epoch(
             model, opt, images=x_all, labels=y_all, order=order, steps=steps, batch_size=rec.batch_size,
             augmentation=rec.augmentation, gen=gen, lr_of_step=lambda i: lr_at(rec, epoch * steps + i, steps), device=device,
             desc=f"{arch} {dataset} epoch {epoch + 1}/{rec.epochs}", progress=progress, recipe=rec)
-        test_acc = evaluate(model, test.images, test.labels, device=device)
+        test_acc = test_accuracy(model)
         elapsed += time.perf_counter() - t0
         history.append({"epoch": epoch + 1, "train_loss": loss_sum / seen, "train_acc": 100 * correct / seen,
                         "test_acc": test_acc, "seconds": elapsed})
@@ -299,17 +310,42 @@ def train_source(
         "clean_test_accuracy": history[-1]["test_acc"], "history": history, "train_seconds": elapsed,
         "device": device, "dartlib_version": __version__, "torch_version": str(torch.__version__),
     }
-    save_weights({"model": {k: v.cpu() for k, v in model.state_dict().items()}, "meta": meta}, path=final)
+    if on_device:
+        meta.update(precision=precision(device), channels_last=True,
+                    images_per_second=_steady_rate(history, images_per_epoch=steps * rec.batch_size))
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    save_weights({"model": state, "meta": meta}, path=final)
     partial.unlink(missing_ok=True)
     return final
 
 
-class _nullcontext:
-    def __enter__(self):
-        return None
+def _optimizer(model: nn.Module, rec: Recipe) -> torch.optim.SGD:
+    """SGD with the recipe's momentum and Nesterov flag, weight decay on the weights of rank 2 and
+    more only (not on biases and BN affine parameters)."""
+    decay, no_decay = [], []
+    for _, p in model.named_parameters():
+        (no_decay if p.ndim <= 1 else decay).append(p)
+    return torch.optim.SGD([{"params": decay, "weight_decay": rec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+                           lr=rec.lr, momentum=rec.momentum, nesterov=rec.nesterov)
 
-    def __exit__(self, *exc):
-        return False
+
+def _training_data(train: Dataset, test: Dataset, *, device: str) -> tuple:
+    """(training images, labels, test accuracy of a model) as :func:`sgd_epoch` takes them: on the
+    host, or resident on a GPU (:func:`dartlib.devices.resident`) with the test set there too."""
+    if not resident(device):
+        return train.images, torch.from_numpy(train.labels), lambda model: evaluate(model, test.images, test.labels,
+                                                                                    device=device)
+    x_test, y_test = torch.from_numpy(test.images).to(device), torch.from_numpy(test.labels).to(device)
+    return (torch.from_numpy(train.images).to(device), torch.from_numpy(train.labels).to(device),
+            lambda model: resident_accuracy(model.eval(), x_test, y_test))  # reads the device: the epoch is done
+
+
+def _steady_rate(history: list[dict], *, images_per_epoch: int) -> float:
+    """Training images per second over the epochs after the first (which pays the kernels'
+    autotuning), from the cumulative ``seconds`` of ``history``."""
+    if len(history) < 2:
+        return images_per_epoch / max(history[-1]["seconds"], 1e-9)
+    return (len(history) - 1) * images_per_epoch / max(history[-1]["seconds"] - history[0]["seconds"], 1e-9)
 
 
 def save_source(model: nn.Module, meta: dict, path: Path) -> Path:

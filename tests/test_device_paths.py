@@ -130,7 +130,7 @@ def test_resident_cells_equal_the_host_cells(tiny_corrupted, monkeypatch):
     assert device.inputs(cells[1]) == host.inputs(cells[1])  # fp32 on the device: the rows stay current
 
 
-def test_bf16_precision_is_an_input_of_the_cells():
+def test_bf16_precision_is_an_input_of_the_cells(tiny_corrupted):
     from dartlib.experiments.engine import TestTimeContext
     from dartlib.experiments.grid import Cell
     from dartlib.models.backbones import build

@@ -112,6 +112,28 @@ def test_shuffled_chunks_hold_the_same_images_in_another_order():
     assert set(blocks[:150]) <= set(shuffled[:chunk + 60])
 
 
+def test_the_batch_shapes_say_how_imbalanced_each_variants_intermediate_batches_are(monkeypatch):
+    """Single-class chunks make one-class batches, shuffled chunks nearly balanced ones, and Table 1's
+    class blocks lie between (10,000 labels, so N_dir 250 cuts chunks of 40 and N_dir 10 of 1,000)."""
+    import numpy as np
+
+    from dartlib.data import sources
+    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+
+    labels = np.repeat(np.arange(10), 1000)
+    monkeypatch.setattr(sources, "load", lambda name, split: Dataset(name, split, np.zeros((len(labels), 1, 1, 3), np.uint8),
+                                                                     labels, CIFAR10_CLASSES))
+    shapes = diagnosis.intermediate_batch_shapes(settings=_params(), names=["table1", "ndir10", "shuffled", "batch200"],
+                                                 epochs=1).set_index("variant")
+    assert shapes.loc["table1", "chunk"] == 40 and shapes.loc["ndir10", "chunk"] == 1000
+    assert shapes.loc["ndir10", "largest_class_pct"] > 80 and shapes.loc["ndir10", "one_class_pct"] > 30
+    assert shapes.loc["table1", "one_class_pct"] == 0
+    assert shapes.loc["shuffled", "classes_per_batch"] > shapes.loc["table1", "classes_per_batch"]
+    assert shapes.loc["ndir10", "largest_class_pct"] > shapes.loc["table1", "largest_class_pct"] > \
+        shapes.loc["shuffled", "largest_class_pct"]
+    assert shapes.loc["batch200", "steps_per_epoch"] == 10000 // 200 and shapes.loc["table1", "steps_per_epoch"] == 156
+
+
 def test_a_field_added_later_keeps_the_names_of_refiners_trained_before_it():
     from pathlib import Path
 

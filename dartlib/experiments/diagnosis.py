@@ -187,6 +187,49 @@ def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress
     return rows, pd.read_csv(provenance) if provenance.is_file() else pd.DataFrame()
 
 
+def intermediate_batch_shapes(*, settings: Settings, names: list[str], epochs: int = 2):
+    """What g_phi's Dirichlet batches look like under each variant of ``names`` (Algorithm 1's
+    imbalanced stream over ``epochs`` epochs, drawn as :func:`dartlib.dart.intermediate.train_refiners`
+    draws it): D_int's size, the batch size, the images per Dirichlet chunk, the mean share of a
+    batch's largest class, the mean number of classes in a batch, the share of one-class batches
+    and the steps per epoch. Reads the source's training labels only."""
+    import numpy as np
+    import pandas as pd
+
+    from dartlib.dart.intermediate import _imbalanced_batches
+    from dartlib.data.protocols import class_balanced
+    from dartlib.data.sources import load
+
+    labels_all = load(settings["source_dataset"], split="train").labels
+    rows = []
+    for name in names:
+        config = variant_config(settings=settings, name=name)
+        labels = labels_all[class_balanced(labels_all, per_class=config.per_class, seed=config.seed)]
+        steps = len(labels) // config.batch_size
+        counts = np.array([np.bincount(labels[b], minlength=int(labels_all.max()) + 1)
+                           for epoch in range(epochs) for b in _imbalanced_batches(labels, config, epoch, steps)])
+        rows.append({"variant": name, "d_int": len(labels), "batch": config.batch_size,
+                     "chunk": round(len(labels) / config.n_dir), "largest_class_pct": 100 * (counts.max(1) / counts.sum(1)).mean(),
+                     "classes_per_batch": (counts > 0).sum(1).mean(),
+                     "one_class_pct": 100 * (counts.max(1) == counts.sum(1)).mean(), "steps_per_epoch": steps})
+    return pd.DataFrame(rows)
+
+
+def batch_shape_results(*, profile: str, compute: bool, names: list[str]):
+    """``results/<profile>/diagnosis_batches.csv`` (:func:`intermediate_batch_shapes` of ``names``):
+    computed first when ``compute`` (it reads the source's training labels), else read; an empty
+    table where it has not been computed."""
+    import pandas as pd
+
+    from dartlib.paths import results_dir
+
+    path = results_dir(profile) / "diagnosis_batches.csv"
+    if compute:
+        table = intermediate_batch_shapes(settings=Settings.from_profile(profile), names=names)
+        table.to_csv(path, index=False, float_format="%.6g")
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+
+
 def refiner_provenance(*, settings: Settings, names: list[str]):
     """Per trained variant of ``names``: its refiner file, sha256, the seconds of the pass that
     trained it, how many refiners shared that pass, and the seconds per refiner."""

@@ -91,6 +91,28 @@ def diagnosis_table(*, rows: pd.DataFrame, seconds: dict[str, float] | None = No
     return pd.DataFrame(out)
 
 
+def batch_shape_table(*, shapes: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The intermediate batches of each variant (with results) that changes them
+    (:func:`dartlib.experiments.diagnosis.intermediate_batch_shapes`: D_int, batch, chunk, the largest
+    class's share, classes per batch, one-class batches) beside what g_phi then does: the rho = 1
+    cost, the IR 5000 margin and the rho = 100 gain (mean over corruptions ± SE), sorted by the
+    largest class's share."""
+    keys = ["d_int", "batch", "chunk", "largest_class_pct", "one_class_pct"]
+    reference = shapes.loc[shapes["variant"] == "table1", keys].round(1).to_dict("records")
+    out = []
+    for shape in shapes.itertuples(index=False):
+        same = shape.variant != "table1" and [{k: round(getattr(shape, k), 1) for k in keys}] == reference
+        if same or not (rows["refiner"] == shape.variant).any():
+            continue  # g_phi's other settings (alpha, seed) leave the batches as Table 1's
+        q = {**failing_quantities(rows=rows, refiner=shape.variant), **lt_gains(rows=rows, refiner=shape.variant)}
+        out.append({"variant": shape.variant, "D_int": shape.d_int, "batch": shape.batch, "chunk": shape.chunk,
+                    "largest class %": round(shape.largest_class_pct, 1), "classes": round(shape.classes_per_batch, 1),
+                    "one-class %": round(shape.one_class_pct, 1), "cost": _pm(q["cost"]), "IR 5000": _pm(q["IR 5000"]),
+                    "gain rho 100": _pm(q["gain rho 100"])})
+    table = pd.DataFrame(out)
+    return table.sort_values("largest class %", kind="stable").reset_index(drop=True) if len(table) else table
+
+
 def _per_seed(rows: pd.DataFrame, *, method: str, refiner: str, shift: str, param: float) -> dict[int, float]:
     """Per seed replica (:data:`SEED_VARIANTS`) whose cells cover every corruption of seed 0's:
     the mean accuracy over the corruptions of ``method`` with ``refiner`` (``"dart"``: the seed's

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from dartlib.dart.refiner import DartConfig
 from dartlib.experiments import diagnosis, online, table1
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.diagnosis import diagnosis_table, failing_quantities, seed_table
@@ -123,8 +124,8 @@ def test_the_batch_shapes_say_how_imbalanced_each_variants_intermediate_batches_
     labels = np.repeat(np.arange(10), 1000)
     monkeypatch.setattr(sources, "load", lambda name, split: Dataset(name, split, np.zeros((len(labels), 1, 1, 3), np.uint8),
                                                                      labels, CIFAR10_CLASSES))
-    shapes = diagnosis.intermediate_batch_shapes(settings=_params(), names=["table1", "ndir10", "shuffled", "batch200"],
-                                                 epochs=1).set_index("variant")
+    shapes = diagnosis.intermediate_batch_shapes(settings=_params(), names=["table1", "ndir10", "shuffled", "batch200",
+                                                                             "mix-ndir10"], epochs=1).set_index("variant")
     assert shapes.loc["table1", "chunk"] == 40 and shapes.loc["ndir10", "chunk"] == 1000
     assert shapes.loc["ndir10", "largest_class_pct"] > 80 and shapes.loc["ndir10", "one_class_pct"] > 30
     assert shapes.loc["table1", "one_class_pct"] == 0
@@ -132,6 +133,29 @@ def test_the_batch_shapes_say_how_imbalanced_each_variants_intermediate_batches_
     assert shapes.loc["ndir10", "largest_class_pct"] > shapes.loc["table1", "largest_class_pct"] > \
         shapes.loc["shuffled", "largest_class_pct"]
     assert shapes.loc["batch200", "steps_per_epoch"] == 10000 // 200 and shapes.loc["table1", "steps_per_epoch"] == 156
+    # the mixture lies between its two kinds
+    assert shapes.loc["table1", "largest_class_pct"] < shapes.loc["mix-ndir10", "largest_class_pct"] < \
+        shapes.loc["ndir10", "largest_class_pct"]
+
+
+def test_a_mixture_takes_every_other_batch_from_the_second_stream():
+    import dataclasses
+
+    import numpy as np
+
+    from dartlib.dart.intermediate import _imbalanced_batches
+
+    labels = np.repeat(np.arange(10), 500)
+    plain = DartConfig(n_dir=25)
+    mixed, single = dataclasses.replace(plain, mix_n_dir=5), dataclasses.replace(plain, n_dir=5)
+    a, b = _imbalanced_batches(labels, plain, 0, 20), _imbalanced_batches(labels, mixed, 0, 20)
+    assert all(np.array_equal(x, y) for x, y in zip(a[::2], b[::2]))  # the paper's stream at even steps
+    assert not any(np.array_equal(x, y) for x, y in zip(a[1::2], b[1::2]))
+    one_class = lambda batches: np.mean([len(set(labels[x])) == 1 for x in batches])
+    assert one_class(b[1::2]) > one_class(a[1::2])  # odd steps: batches of the 5-chunk stream
+    assert one_class(_imbalanced_batches(labels, single, 0, 20)) > 0.3 > one_class(a)
+    with pytest.raises(ValueError, match="mix_n_dir=-1"):
+        DartConfig(mix_n_dir=-1)
 
 
 def test_a_field_added_later_keeps_the_names_of_refiners_trained_before_it():

@@ -65,7 +65,12 @@ def _imbalanced_batches(labels: np.ndarray, config: DartConfig, epoch: int, n_ba
         return _unif_lt_batches(labels, batch_size=config.batch_size, n_batches=n_batches, rng=np.random.default_rng(seed))
     order = dirichlet_stream(labels, delta=config.delta, n_chunks=config.n_dir, seed=seed,
                              shuffle_chunks=config.chunk_order == "shuffled")
-    return [order[i * config.batch_size : (i + 1) * config.batch_size] for i in range(n_batches)]
+    out = [order[i * config.batch_size : (i + 1) * config.batch_size] for i in range(n_batches)]
+    if config.mix_n_dir:  # every other batch from a stream of mix_n_dir chunks (a variant, not the paper's)
+        other = dirichlet_stream(labels, delta=config.delta, n_chunks=config.mix_n_dir, seed=seed + 50021,
+                                 shuffle_chunks=config.chunk_order == "shuffled")
+        out[1::2] = [other[i * config.batch_size : (i + 1) * config.batch_size] for i in range(1, n_batches, 2)]
+    return out
 
 
 CALIBRATION_STEPS = 10  # step pairs whose d standardises DART-split's detector
@@ -73,7 +78,7 @@ CALIBRATION_STEPS = 10  # step pairs whose d standardises DART-split's detector
 
 # The settings that decide the intermediate batches: refiners that agree on them read the same
 # batches and can train in one pass over them (:func:`train_refiners`).
-STREAM_FIELDS = ("seed", "per_class", "delta", "n_dir", "batch_size", "sampling", "chunk_order")
+STREAM_FIELDS = ("seed", "per_class", "delta", "n_dir", "batch_size", "sampling", "chunk_order", "mix_n_dir")
 
 
 def stream_signature(config: DartConfig) -> tuple:

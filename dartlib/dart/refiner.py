@@ -36,7 +36,7 @@ CHUNK_ORDERS = ("blocks", "shuffled")
 # Fields added to DartConfig after refiners were committed: they enter a config's dict (and so the
 # refiner's file name and every digest) only when set away from their default, so that the
 # refiners trained before them keep their names.
-LATER_FIELDS = {"chunk_order": "blocks"}
+LATER_FIELDS = {"chunk_order": "blocks", "mix_n_dir": 0}
 
 
 def batch_statistics(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -192,6 +192,10 @@ class DartConfig:
     # The order of the classes inside a Dirichlet chunk, which the paper leaves open: "blocks" (NOTE's
     # procedure: each class contiguous) or "shuffled" (the chunk's images in random order).
     chunk_order: str = "blocks"
+    # Not the paper's: with a value, every other Dirichlet batch comes from a second stream cut into
+    # this many chunks (a mixture of batch kinds, e.g. 10: near-single-class batches between the
+    # N_dir ones); 0: one stream, as in the paper.
+    mix_n_dir: int = 0
 
     def __post_init__(self) -> None:
         if self.variant not in ("dart", "dart-split"):
@@ -204,6 +208,8 @@ class DartConfig:
             raise ValueError(f"unknown sampling {self.sampling!r}; valid: dirichlet, unif-lt")
         if self.chunk_order not in CHUNK_ORDERS:
             raise ValueError(f"unknown chunk_order {self.chunk_order!r}; valid: {', '.join(CHUNK_ORDERS)}")
+        if self.mix_n_dir < 0 or (self.mix_n_dir and self.sampling != "dirichlet"):
+            raise ValueError(f"mix_n_dir={self.mix_n_dir}: a number of chunks (0: none), with sampling='dirichlet'")
 
 
 @dataclass

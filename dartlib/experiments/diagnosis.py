@@ -40,6 +40,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("delta1", "Dirichlet delta", "1 (more imbalanced chunks; 0.1 admits no split of 250 chunks)", {"delta": 1.0}),
     Variant("ndir10", "N_dir", "10 (chunks of 5,000: single-class batches)", {"n_dir": 10}),
     Variant("shuffled", "order inside a chunk", "shuffled (not class blocks)", {"chunk_order": "shuffled"}),
+    Variant("mix-ndir10", "mixture of batch kinds", "every other batch from N_dir 10 (not the paper's)", {"mix_n_dir": 10}),
     Variant("batch200", "intermediate batch size", "200 (the test batch's)", {"batch_size": 200}),
     Variant("perclass1000", "class-balanced D_int", "1,000 per class (not all 5,000)", {"per_class": 1000}),
     Variant("seed1", "seed", "1 (g_phi's init and its batches)", {"seed": 1}),

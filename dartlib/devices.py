@@ -48,7 +48,7 @@ def precision(device: str | torch.device) -> str:
     return chosen if resident(device) else "fp32"
 
 
-def autocast(device: str | torch.device, precision_: str | None = None):
-    """bfloat16 autocast where :func:`precision` (or ``precision_``) says bf16 on a GPU; else nothing."""
-    enabled = resident(device) and (precision_ or precision(device)) == "bf16"
+def autocast(device: str | torch.device):
+    """bfloat16 autocast where :func:`precision` says bf16 on a GPU; else nothing."""
+    enabled = resident(device) and precision(device) == "bf16"
     return torch.autocast("cuda", dtype=torch.bfloat16, enabled=enabled)

@@ -63,13 +63,14 @@ def _imbalanced_batches(labels: np.ndarray, config: DartConfig, epoch: int, n_ba
     seed = config.seed * 100003 + epoch
     if config.sampling == "unif-lt":
         return _unif_lt_batches(labels, batch_size=config.batch_size, n_batches=n_batches, rng=np.random.default_rng(seed))
-    order = dirichlet_stream(labels, delta=config.delta, n_chunks=config.n_dir, seed=seed,
-                             shuffle_chunks=config.chunk_order == "shuffled")
-    out = [order[i * config.batch_size : (i + 1) * config.batch_size] for i in range(n_batches)]
-    if config.mix_n_dir:  # every other batch from a stream of mix_n_dir chunks (a variant, not the paper's)
-        other = dirichlet_stream(labels, delta=config.delta, n_chunks=config.mix_n_dir, seed=seed + 50021,
+    def batches_of(n_chunks: int, stream_seed: int) -> list[np.ndarray]:
+        order = dirichlet_stream(labels, delta=config.delta, n_chunks=n_chunks, seed=stream_seed,
                                  shuffle_chunks=config.chunk_order == "shuffled")
-        out[1::2] = [other[i * config.batch_size : (i + 1) * config.batch_size] for i in range(1, n_batches, 2)]
+        return [order[i * config.batch_size : (i + 1) * config.batch_size] for i in range(n_batches)]
+
+    out = batches_of(config.n_dir, seed)
+    if config.mix_n_dir:  # every other batch from a stream of mix_n_dir chunks (a variant, not the paper's)
+        out[1::2] = batches_of(config.mix_n_dir, seed + 50021)[1::2]
     return out
 
 
@@ -210,8 +211,7 @@ def _train_pass(
     labels = train.labels[d_int]
     steps = len(d_int) // first.batch_size
     any_additive = any(c.outputs == "additive" for c in configs)
-    forward = _IntermediateForward(model, train.images[d_int], labels, features=any_additive, device=device,
-                                   batch_size=first.batch_size)
+    forward = _IntermediateForward(model, train.images[d_int], labels, features=any_additive, device=device)
     # only the additive variant reads the model's last layer (the one naming hook: ``head``, ``features``)
     head = (forward.head.weight.detach().clone(), forward.head.bias.detach().clone()) if any_additive else None
     feature_dim = forward.head.in_features if any_additive else 0
@@ -274,9 +274,8 @@ class _IntermediateForward:
     :attr:`chunk` steps' batches go through one grouped forward
     (:class:`dartlib.models.backbones.GroupedBNAdapted`), in the device's precision."""
 
-    def __init__(self, model: nn.Module, images: np.ndarray, labels: np.ndarray, *, features: bool, device: str,
-                 batch_size: int) -> None:
-        self.device, self.features, self.batch_size = device, features, batch_size
+    def __init__(self, model: nn.Module, images: np.ndarray, labels: np.ndarray, *, features: bool, device: str) -> None:
+        self.device, self.features = device, features
         self.on_device = resident(device)
         self.chunk = RESIDENT_CHUNK if self.on_device else 1
         self.labels = torch.from_numpy(labels).to(device)
@@ -288,34 +287,28 @@ class _IntermediateForward:
             self.images = images
         self.head = self.frozen.head if features else None  # a user's model need not name its last layer
 
-    @torch.no_grad()
     def __call__(self, batches: list[np.ndarray]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
-        if not self.on_device:
-            return [self._one(idx) for idx in batches]
-        idx = torch.from_numpy(np.concatenate(batches)).to(self.device)
-        x = images_to_float(self.images[idx])
-        group = self.batch_size if all(len(b) == self.batch_size for b in batches) else None
-        if group is None:  # batches of unequal size (none in Algorithm 1): one forward each
-            return [self._one(b) for b in batches]
-        with autocast(self.device):
-            out = (self.frozen.features if self.features else self.frozen)(x, group=group).float()
-        feats = out if self.features else None
-        logits = self.frozen.head(feats) if self.features else out
-        y = self.labels[idx]
-        return [(logits[i : i + group], y[i : i + group], None if feats is None else feats[i : i + group])
-                for i in range(0, len(idx), group)]
+        if self.on_device and len({len(b) for b in batches}) == 1:
+            return self._forward(np.concatenate(batches), group=len(batches[0]))
+        return [out for b in batches for out in self._forward(b, group=None)]
 
-    def _one(self, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    @torch.no_grad()
+    def _forward(self, idx: np.ndarray, *, group: int | None) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+        """(logits, labels, features or None) of each run of ``group`` images of ``idx`` (None: all of
+        them, one batch)."""
         if self.on_device:
             x = images_to_float(self.images[torch.from_numpy(idx).to(self.device)])
         else:
             x = to_tensor(self.images[idx]).to(self.device)
         y = self.labels[torch.from_numpy(idx).to(self.device)]
+        grouped = {"group": group} if self.on_device else {}
         with autocast(self.device):
-            if not self.features:
-                return self.frozen(x).float(), y, None
-            feats = self.frozen.features(x).float()  # frozen(x) is head(features(x)): the same logits
-        return self.frozen.head(feats), y, feats
+            out = (self.frozen.features if self.features else self.frozen)(x, **grouped).float()
+        # frozen(x) is head(features(x)): the same logits
+        feats, logits = (out, self.frozen.head(out)) if self.features else (None, out)
+        size = group or len(idx)
+        return [(logits[i : i + size], y[i : i + size], None if feats is None else feats[i : i + size])
+                for i in range(0, len(idx), size)]
 
 
 def _pass_identity(model: nn.Module, train: Dataset, configs: list[DartConfig], *, max_steps: int | None) -> dict:

@@ -37,12 +37,21 @@ def _atomic_save(path: Path, array: np.ndarray) -> None:
         np.save(tmp, array)
 
 
+def _chunks(n: int, seed: int) -> list[tuple[slice, int]]:
+    """The seed schedule of a set of ``n`` images: chunks of ``CHUNK`` images, chunk c seeded with
+    (seed, c); ``seed`` is a severity's (:func:`_severity_seed`)."""
+    return [(slice(start, start + CHUNK), seed * 100003 + c) for c, start in enumerate(range(0, n, CHUNK))]
+
+
+def _severity_seed(seed: int, severity: int) -> int:
+    return seed + 7919 * severity
+
+
 def corrupt_set(images: np.ndarray, *, corruption: str, severity: int, seed: int) -> np.ndarray:
     """Corrupt a whole test set in chunks of ``CHUNK`` images, chunk c seeded with (seed, c)."""
     out = np.empty_like(images)
-    for c, start in enumerate(range(0, len(images), CHUNK)):
-        sl = slice(start, start + CHUNK)
-        out[sl] = corrupt(images[sl], corruption=corruption, severity=severity, seed=seed * 100003 + c)
+    for sl, chunk_seed in _chunks(len(images), seed):
+        out[sl] = corrupt(images[sl], corruption=corruption, severity=severity, seed=chunk_seed)
     return out
 
 
@@ -97,7 +106,7 @@ def prepare_corrupted(
         return folder
     for corruption in tqdm(todo, desc=f"prepare {name}", unit="corruption"):
         stacked = np.concatenate(
-            [corrupt_set(clean.images, corruption=corruption, severity=s, seed=seed + 7919 * s) for s in severities]
+            [corrupt_set(clean.images, corruption=corruption, severity=s, seed=_severity_seed(seed, s)) for s in severities]
         )
         _atomic_save(folder / f"{corruption}.npy", stacked)
     return folder
@@ -112,10 +121,6 @@ def corruption_workers() -> int:
     return int(value)
 
 
-def _corrupt_chunk(images: np.ndarray, corruption: str, severity: int, seed: int) -> np.ndarray:
-    return corrupt(images, corruption=corruption, severity=severity, seed=seed)
-
-
 def _prepare_in_processes(folder: Path, images: np.ndarray, corruptions: list[str], *, severities: list[int], seed: int,
                           workers: int, name: str) -> None:
     """The files :func:`prepare_corrupted` writes, each chunk of :func:`corrupt_set` in a pool of
@@ -124,10 +129,10 @@ def _prepare_in_processes(folder: Path, images: np.ndarray, corruptions: list[st
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    starts = range(0, len(images), CHUNK)
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        jobs = {c: [pool.submit(_corrupt_chunk, images[start : start + CHUNK], c, s, (seed + 7919 * s) * 100003 + i)
-                    for s in severities for i, start in enumerate(starts)] for c in corruptions}
+        jobs = {c: [pool.submit(corrupt, images[sl], corruption=c, severity=s, seed=chunk_seed)
+                    for s in severities for sl, chunk_seed in _chunks(len(images), _severity_seed(seed, s))]
+                for c in corruptions}
         for corruption in tqdm(corruptions, desc=f"prepare {name} ({workers} processes)", unit="corruption"):
             _atomic_save(folder / f"{corruption}.npy", np.concatenate([job.result() for job in jobs[corruption]]))
 

@@ -142,7 +142,7 @@ class TestTimeContext:
     NOT_INPUTS = ("device", "share_source", "logits_store", "_shared", "_resident", "_saved", "_saved_at")
     # Fields added after ENGINE_REVISION 2, with the value every row before them was computed
     # under: at that value a field leaves the digest as it was, so those rows stay current.
-    DIGEST_DEFAULTS = {"precision": "fp32"}
+    LATER_FIELDS = {"precision": "fp32"}  # as dartlib.dart.refiner.LATER_FIELDS does for g_phi's settings
 
     def inputs(self, cell: Cell) -> str:
         """A digest of everything a cell's result depends on besides its key (for
@@ -159,7 +159,7 @@ class TestTimeContext:
             if f.name in self.NOT_INPUTS:
                 continue
             value = self._input_value(f.name, cell)
-            if self.DIGEST_DEFAULTS.get(f.name) != value:
+            if self.LATER_FIELDS.get(f.name) != value:
                 parts.append(f"{f.name}={value}")
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
@@ -216,12 +216,11 @@ class TestTimeContext:
                 bf16_forward(model)
         return model
 
-    def resident_set(self, cell: Cell) -> tuple[torch.Tensor, torch.Tensor]:
-        """The test set ``cell`` draws from on :attr:`device` (uint8 NHWC images, labels), copied
-        there on first use; the 16 most recent sets are kept."""
+    def resident_set(self, cell: Cell, images: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """The test set ``cell`` draws from (``images``, ``labels``: :func:`cell_stream`'s) on
+        :attr:`device`, copied there on first use; the 16 most recent sets are kept."""
         key = _set_digest(cell)
         if key not in self._resident:
-            images, labels, _ = cell_stream(cell)
             if len(self._resident) >= 16:
                 self._resident.pop(next(iter(self._resident)))
             self._resident[key] = (torch.from_numpy(np.ascontiguousarray(images)).to(self.device),
@@ -440,15 +439,16 @@ def evaluate_cell(cell: Cell, context: TestTimeContext, *, progress: bool = Fals
     images, labels, order = cell_stream(cell)
     batch_size = int(cell_options(cell).get("test_batch", context.batch_size))  # the test batch-size study
     if resident(context.device) and "pool" not in cell_options(cell):
-        return {"n": len(order), "accuracy": _resident_accuracy(cell, context, order, batch_size=batch_size)}
+        images, labels = context.resident_set(cell, images, labels)
+        return {"n": len(order), "accuracy": _resident_accuracy(cell, context, images, labels, order, batch_size=batch_size)}
     acc = adapt_accuracy(context.adapter(cell), images, labels, order, batch_size=batch_size,
                          device=context.device, progress=progress, desc=cell.label())
     return {"n": len(order), "accuracy": acc}
 
 
-def _resident_accuracy(cell: Cell, context: TestTimeContext, order: np.ndarray, *, batch_size: int) -> float:
-    """Accuracy (%) of ``cell``'s adapter over its stream with the test set on the device."""
-    images, labels = context.resident_set(cell)
+def _resident_accuracy(cell: Cell, context: TestTimeContext, images: torch.Tensor, labels: torch.Tensor,
+                       order: np.ndarray, *, batch_size: int) -> float:
+    """Accuracy (%) of ``cell``'s adapter over its stream, the test set (``images``, ``labels``) on the device."""
     adapter = context.adapter(cell)
     shared = context._shared if context.share_source else None
     stream = f"{stream_digest(cell)}|b{batch_size}|{context.forward_precision()}"

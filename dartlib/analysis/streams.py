@@ -30,8 +30,9 @@ def protocol_counts(labels: np.ndarray, streams: dict[str, np.ndarray], *, datas
 
 def max_class_share(order: np.ndarray, labels: np.ndarray, *, batch_size: int) -> float:
     """Mean share of the largest class in the full batches of ``order``."""
-    return float(np.mean([np.bincount(labels[b]).max() / len(b)
-                          for b in protocols.batches(order, batch_size=batch_size, drop_last=True)]))
+    counts = protocols.batch_class_counts(protocols.batches(order, batch_size=batch_size, drop_last=True), labels,
+                                          k=int(labels.max()) + 1)
+    return float(np.mean(counts.max(1) / counts.sum(1)))
 
 
 def batch_balance(labels: np.ndarray, *, delta: float, n_chunks: int, batch_size: int, seed: int) -> dict[str, float]:

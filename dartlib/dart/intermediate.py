@@ -34,7 +34,7 @@ from dartlib.dart.refiner import (
     matched_hidden,
     refine,
 )
-from dartlib.data.protocols import apportion, class_balanced, dirichlet_stream, long_tailed_counts
+from dartlib.data.protocols import apportion, batches, class_balanced, dirichlet_stream, long_tailed_counts
 from dartlib.data.files import DamagedFileError
 from dartlib.data.sources import Dataset
 from dartlib.devices import autocast, default_device, resident
@@ -66,7 +66,7 @@ def _imbalanced_batches(labels: np.ndarray, config: DartConfig, epoch: int, n_ba
     def batches_of(n_chunks: int, stream_seed: int) -> list[np.ndarray]:
         order = dirichlet_stream(labels, delta=config.delta, n_chunks=n_chunks, seed=stream_seed,
                                  shuffle_chunks=config.chunk_order == "shuffled")
-        return [order[i * config.batch_size : (i + 1) * config.batch_size] for i in range(n_batches)]
+        return batches(order, batch_size=config.batch_size)[:n_batches]
 
     out = batches_of(config.n_dir, seed)
     if config.mix_n_dir:  # every other batch from a stream of mix_n_dir chunks (a variant, not the paper's)

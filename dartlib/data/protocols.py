@@ -186,6 +186,11 @@ def batches(order: np.ndarray, *, batch_size: int, drop_last: bool = False) -> l
     return [order[i : min(i + batch_size, stop)] for i in range(0, stop, batch_size)]
 
 
+def batch_class_counts(batches: list[np.ndarray], labels: np.ndarray, *, k: int) -> np.ndarray:
+    """(number of batches, k): how many images of each of the ``k`` classes every batch holds."""
+    return np.array([np.bincount(labels[b], minlength=k) for b in batches])
+
+
 PROTOCOLS: Registry[Callable[..., np.ndarray]] = Registry(
     "protocol",
     {

@@ -198,7 +198,7 @@ def intermediate_batch_shapes(*, settings: Settings, names: list[str], epochs: i
     import pandas as pd
 
     from dartlib.dart.intermediate import _imbalanced_batches
-    from dartlib.data.protocols import class_balanced
+    from dartlib.data.protocols import batch_class_counts, class_balanced
     from dartlib.data.sources import load
 
     labels_all = load(settings["source_dataset"], split="train").labels
@@ -207,8 +207,8 @@ def intermediate_batch_shapes(*, settings: Settings, names: list[str], epochs: i
         config = variant_config(settings=settings, name=name)
         labels = labels_all[class_balanced(labels_all, per_class=config.per_class, seed=config.seed)]
         steps = len(labels) // config.batch_size
-        counts = np.array([np.bincount(labels[b], minlength=int(labels_all.max()) + 1)
-                           for epoch in range(epochs) for b in _imbalanced_batches(labels, config, epoch, steps)])
+        counts = batch_class_counts([b for epoch in range(epochs) for b in _imbalanced_batches(labels, config, epoch, steps)],
+                                    labels, k=int(labels_all.max()) + 1)
         rows.append({"variant": name, "d_int": len(labels), "batch": config.batch_size,
                      "chunk": round(len(labels) / config.n_dir), "largest_class_pct": 100 * (counts.max(1) / counts.sum(1)).mean(),
                      "classes_per_batch": (counts > 0).sum(1).mean(),

@@ -218,7 +218,7 @@ class TestTimeContext:
 
     def resident_set(self, cell: Cell, images: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """The test set ``cell`` draws from (``images``, ``labels``: :func:`cell_stream`'s) on
-        :attr:`device`, copied there on first use; the 16 most recent sets are kept."""
+        :attr:`device`, copied there on first use; the last 16 sets copied stay there."""
         key = _set_digest(cell)
         if key not in self._resident:
             if len(self._resident) >= 16:

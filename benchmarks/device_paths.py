@@ -139,6 +139,9 @@ def main() -> None:
     parser.add_argument("--test-images", type=int, default=10000)
     parser.add_argument("--json", type=Path, help="also write the rates here")
     args = parser.parse_args()
+    if args.source_steps * 200 > args.train_images:  # each timed epoch draws its batches without replacement
+        parser.error(f"--source-steps {args.source_steps} batches of 200 need at least {args.source_steps * 200} "
+                     f"--train-images (given {args.train_images})")
 
     from dartlib.devices import default_device, precision
 

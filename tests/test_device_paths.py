@@ -205,3 +205,30 @@ def test_a_model_without_head_or_features_trains_g_phi_on_either_path(monkeypatc
     device, _ = intermediate.train_refiner(model, train, config, device=_resident_device(monkeypatch), progress=False)
     for name, tensor in host.module.state_dict().items():
         torch.testing.assert_close(device.module.state_dict()[name], tensor, rtol=1e-3, atol=1e-5)
+
+
+def test_stream_evaluation_runs_on_the_machines_device_and_leaves_the_callers_model(monkeypatch):
+    """Notebooks 02, 04 and 05 name no device: their stream evaluations run on the machine's device
+    (a GPU where there is one, through a copy of the model) and equal the CPU's logits; the caller's
+    model stays where it was, in its BN mode."""
+    from dartlib.models.backbones import build, frozen_bn_adapted
+    from dartlib.models.evaluation import batch_accuracy, evaluated_on, stream_features, stream_logits
+
+    torch.manual_seed(0)
+    frozen = frozen_bn_adapted(build("resnet26-w16", num_classes=10))
+    data = _toy_train(12, seed=4)
+    order = np.random.default_rng(0).permutation(len(data.labels))
+    device = _resident_device(monkeypatch)
+    mode = [m.training for m in frozen.modules()]
+    on_cpu = stream_logits(frozen, data.images, order, batch_size=40, device="cpu")
+    here = stream_logits(frozen, data.images, order, batch_size=40)
+    assert [t.device.type for t in here] == ["cpu"] * 3  # the logits come back to the host
+    torch.testing.assert_close(torch.cat(here), torch.cat(on_cpu), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(torch.cat(stream_features(frozen, data.images, order, batch_size=40)),
+                               torch.cat(stream_features(frozen, data.images, order, batch_size=40, device="cpu")),
+                               rtol=1e-4, atol=1e-4)
+    assert batch_accuracy(frozen, data.images, data.labels, batch_size=40) == pytest.approx(
+        batch_accuracy(frozen, data.images, data.labels, batch_size=40, device="cpu"), abs=100 / 120 + 1e-9)
+    assert next(frozen.parameters()).device.type == "cpu" and [m.training for m in frozen.modules()] == mode
+    copy, where = evaluated_on(frozen, device)
+    assert where == device and (copy is frozen) == (device == "cpu")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Iterable, Sequence
 
@@ -23,11 +24,12 @@ RESULT_COLUMNS = ["experiment", "dataset", "shift", "shift_param", "corruption",
 
 def corruption_accuracy(
     model: nn.Module, *, dataset: str, experiment: str, method: str = "noadapt", severity: int = 5,
-    corruptions: Sequence[str] = CORRUPTIONS, seed: int = 0, batch_size: int = TEST_BATCH_SIZE, device: str = "cpu",
+    corruptions: Sequence[str] = CORRUPTIONS, seed: int = 0, batch_size: int = TEST_BATCH_SIZE, device: str | None = None,
     limit: int | None = None, progress: bool = True,
 ) -> pd.DataFrame:
     """NoAdapt (source statistics) or BNAdapt (test-batch statistics) accuracy on each corruption
-    of an i.i.d. (balanced) test stream in the test-set order; ``limit`` keeps the first images."""
+    of an i.i.d. (balanced) test stream in the test-set order; ``limit`` keeps the first images.
+    ``device``: as in :func:`stream_logits`."""
     if method not in ("noadapt", "bnadapt"):
         raise ValueError(f"unknown method {method!r}; valid: noadapt, bnadapt")
     (use_source_statistics if method == "noadapt" else use_batch_statistics)(model)
@@ -44,17 +46,35 @@ def corruption_accuracy(
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
+def evaluated_on(model: nn.Module, device: str | None) -> tuple[nn.Module, str]:
+    """Where a test stream is evaluated and by which copy: ``device`` (None: the machine's device,
+    :func:`dartlib.devices.default_device`, so that the notebooks' stream evaluations run on a GPU
+    where there is one), and ``model`` itself when its parameters are there, else a copy moved there
+    (the caller's model stays where it is, in its BN mode)."""
+    from dartlib.devices import default_device
+
+    device = device or default_device()
+    param = next(model.parameters(), None)
+    if param is None or param.device == torch.device(device) or (device == "cuda" and param.device.type == "cuda"):
+        return model, device
+    return copy.deepcopy(model).to(device), device
+
+
 @torch.no_grad()
-def stream_logits(model: nn.Module, images, order, *, batch_size: int, device: str = "cpu") -> list[torch.Tensor]:
+def stream_logits(model: nn.Module, images, order, *, batch_size: int, device: str | None = None) -> list[torch.Tensor]:
     """Logits of consecutive batches of a test stream (``order`` indexes ``images``), computed by
-    ``model`` in its current BN mode; BN-adapt mode normalises each batch with its own statistics."""
+    ``model`` in its current BN mode; BN-adapt mode normalises each batch with its own statistics.
+    ``device``: where (:func:`evaluated_on`); the logits come back on the CPU."""
+    model, device = evaluated_on(model, device)
     return [model(to_tensor(images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
 
 
 @torch.no_grad()
-def stream_features(model: nn.Module, images, order, *, batch_size: int, device: str = "cpu") -> list[torch.Tensor]:
+def stream_features(model: nn.Module, images, order, *, batch_size: int, device: str | None = None) -> list[torch.Tensor]:
     """Penultimate features of consecutive batches of a test stream (the logits are
-    ``model.head`` of them), for the additive-parameter variant of DART."""
+    ``model.head`` of them), for the additive-parameter variant of DART; ``device`` as in
+    :func:`stream_logits`."""
+    model, device = evaluated_on(model, device)
     return [model.features(to_tensor(images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
 
 
@@ -78,8 +98,10 @@ def stream_accuracy(logits: Iterable[torch.Tensor], labels: np.ndarray, order: n
 
 @torch.no_grad()
 def batch_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, batch_size: int = TEST_BATCH_SIZE,
-                   device: str = "cpu") -> float:
-    """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in."""
+                   device: str | None = None) -> float:
+    """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in; ``device`` as in
+    :func:`stream_logits`."""
+    model, device = evaluated_on(model, device)
     order = np.arange(len(labels))
     logits = (model(to_tensor(images[idx]).to(device)) for idx in batches(order, batch_size=batch_size))
     return stream_accuracy(logits, labels, order, batch_size=batch_size)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 import zlib
@@ -250,3 +251,16 @@ def test_the_overview_shows_the_seed_replicas_beside_the_papers_mean_and_std(tmp
     assert "| CIFAR-10C-LT / rho 1 / BNAdapt+DART − BNAdapt | -0.5 ± 0.5 | 2 | +0.0 |" in section
     pd.DataFrame(rows[:4])[SCHEMA].to_csv(tmp_path / "diagnosis.csv", index=False)  # seed 0 only
     assert book._seed_section(sources=sources, settings=settings) == []
+
+
+def test_the_overview_shows_the_diagnosis_of_the_failing_claims():
+    """The cpu book's overview holds notebook 15's diagnosis table, read from the committed rows
+    (results/cpu/diagnosis.csv): the 50-epoch refiner's rho = 1 cost and IR 5000 margin as
+    notebook 15 prints them; a profile without diagnosis rows gets no section."""
+    results = REPO_ROOT / "results" / "cpu"
+    sources = book.BookSources(profile="cpu", notebooks=results / "notebooks", figures=results, results=results)
+    section = "\n".join(book._diagnosis_section(sources=sources))
+    assert section.startswith("**Why two claims fail.**")
+    row = next(line for line in section.splitlines() if "| epochs50 |" in line)
+    assert "| -0.22 ± 0.16 | +0.54 * |" in row and "| -2.78 ± 0.18 | +16.85 * |" in row
+    assert book._diagnosis_section(sources=dataclasses.replace(sources, results=REPO_ROOT / "results" / "gpu")) == []

@@ -31,7 +31,7 @@ from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.reporting import claims as claims_ledger
 from dartlib.reporting.costs import cost_rows
-from dartlib.reporting.diagnosis import seed_table
+from dartlib.reporting.diagnosis import diagnosis_table, seed_table
 from dartlib.reporting.figures import SAVE_DPI, WIDTH
 from dartlib.reporting.paper import load_table
 from dartlib.reporting.table1_report import per_corruption_table, rendered_table, row_order, with_row_labels
@@ -224,6 +224,7 @@ def overview_page(*, sources: BookSources, settings: dict, notebooks: list[str] 
         "over seeds where seeds were run; the paper's values are its mean ± std over seeds. A check whose effect is "
         "smaller than 2 SE reads WITHIN NOISE, never HOLDS or FAILS; every FAILS above is beyond 2 SE.", "",
         *_seed_section(sources=sources, settings=settings),
+        *_diagnosis_section(sources=sources),
         "Claims with a failing check:", "", *(failing or ["- none"]), "",
         "Claims not run on this profile (their data or grid is absent):", "", *(not_run or ["- none"]), "",
         "## The claims ledger", "",
@@ -250,6 +251,19 @@ def _seed_section(*, sources: BookSources, settings: dict) -> list[str]:
             "corruptions; `seeds` says how many covered every corruption), beside the paper's mean ± std over its "
             "4 seeds; DART's effect is taken seed by seed:", "",
             markdown_table(table.set_index(["benchmark", "setting", "method"])), ""]
+
+
+def _diagnosis_section(*, sources: BookSources) -> list[str]:
+    """Notebook 15's diagnosis table of the two failing claims (DART's cost at rho = 1, BNAdapt+DART
+    against NoAdapt on CIFAR-10C-imb), where the profile has its rows; its conclusion is notebook 15's."""
+    path = sources.results / "diagnosis.csv"
+    if not path.is_file():
+        return []
+    table = diagnosis_table(rows=read_results(path))
+    return ["**Why two claims fail.** Table 1's refiner varied one factor at a time (notebook 15, "
+            "`15_diagnosis`, whose conclusion says which factor moves which claim; seed-0 streams, mean over the "
+            "corruptions ± SE; `*`: moved beyond 2 SE from Table 1's refiner):", "",
+            markdown_table(table.set_index(table.columns[0])), ""]
 
 
 def gallery_page(*, sources: BookSources) -> tuple[str, list[Path]]:

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from dartlib.data import load, protocols
-from dartlib.models.evaluation import stream_accuracy, stream_logits
+from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
 
 Stream = tuple[np.ndarray, np.ndarray, list[torch.Tensor]]  # labels, order, logits per batch
 
@@ -19,12 +19,14 @@ Stream = tuple[np.ndarray, np.ndarray, list[torch.Tensor]]  # labels, order, log
 def lt_streams(frozen: nn.Module, *, dataset: str, corruptions: Sequence[str], rhos: Sequence[float], severity: int,
                batch_size: int, seed: int) -> dict[tuple[str, float], Stream]:
     """The LT stream of every (corruption, rho) and the BN-adapted logits of its batches."""
+    frozen, device = evaluated_on(frozen, None)  # one device copy for every stream
     streams = {}
     for corruption in corruptions:
         ds = load(dataset, corruption=corruption, severity=severity)
         for rho in rhos:
             order = protocols.long_tailed(ds.labels, rho=rho, seed=seed)
-            streams[(corruption, rho)] = (ds.labels, order, stream_logits(frozen, ds.images, order, batch_size=batch_size))
+            logits = stream_logits(frozen, ds.images, order, batch_size=batch_size, device=device)
+            streams[(corruption, rho)] = (ds.labels, order, logits)
     return streams
 
 

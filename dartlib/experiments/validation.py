@@ -31,7 +31,7 @@ from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.corruptions import corrupt
 from dartlib.data.protocols import TEST_BATCH_SIZE, class_balanced, long_tailed
 from dartlib.data.sources import Dataset
-from dartlib.models.evaluation import stream_accuracy, stream_logits
+from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
 from dartlib.models.backbones import frozen_bn_adapted
 
 
@@ -52,12 +52,12 @@ def heldout_rows(model: nn.Module, refiner: Refiner, held: Dataset, *, rhos=(1, 
                  seed: int = 0) -> list[dict]:
     """For each rho: BNAdapt and BNAdapt+DART accuracy on the held-out long-tailed stream (rho = 1:
     every held-out image, shuffled), and the mean ||W_B - I||_F and ||b_B||_2 over its batches."""
-    frozen = frozen_bn_adapted(model)
+    frozen, device = evaluated_on(frozen_bn_adapted(model), None)  # one device copy for every rho
     eye = torch.eye(held.num_classes)
     rows = []
     for rho in rhos:
         order = long_tailed(held.labels, rho=float(rho), seed=seed)
-        logits = stream_logits(frozen, held.images, order, batch_size=batch_size)
+        logits = stream_logits(frozen, held.images, order, batch_size=batch_size, device=device)
         refiner.reset()
         dart = stream_accuracy(logits, held.labels, order, batch_size=batch_size, refiner=refiner)
         refiner.reset()

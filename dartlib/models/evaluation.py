@@ -33,12 +33,13 @@ def corruption_accuracy(
     if method not in ("noadapt", "bnadapt"):
         raise ValueError(f"unknown method {method!r}; valid: noadapt, bnadapt")
     (use_source_statistics if method == "noadapt" else use_batch_statistics)(model)
+    here, device = evaluated_on(model, device)  # one device copy for every corruption
     rows = []
     # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
     for corruption in tqdm(corruptions, desc=f"{method} on {dataset}", **({} if progress else {"disable": True})):
         ds = load(dataset, corruption=corruption, severity=severity)
         images, labels = ds.images[:limit], ds.labels[:limit]
-        acc = batch_accuracy(model, images, labels, batch_size=batch_size, device=device)
+        acc = batch_accuracy(here, images, labels, batch_size=batch_size, device=device)
         rows.append({"experiment": experiment, "dataset": dataset, "shift": "none", "shift_param": None,
                      "corruption": corruption, "severity": severity, "method": method, "refiner": "none",
                      "seed": seed, "n": len(labels), "accuracy": acc})

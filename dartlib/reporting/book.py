@@ -263,7 +263,7 @@ def _diagnosis_section(*, sources: BookSources) -> list[str]:
     return ["**Why two claims fail.** Table 1's refiner varied one factor at a time (notebook 15, "
             "`15_diagnosis`, whose conclusion says which factor moves which claim; seed-0 streams, mean over the "
             "corruptions ± SE; `*`: moved beyond 2 SE from Table 1's refiner):", "",
-            markdown_table(table.set_index(table.columns[0])), ""]
+            markdown_table(table.set_index("factor")), ""]
 
 
 def gallery_page(*, sources: BookSources) -> tuple[str, list[Path]]:

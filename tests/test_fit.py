@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from dartlib.dart.fit import SettingError, check_supported, fit_refiner, labelled_images
+from dartlib.dart.intermediate import INTERMEDIATE_REVISION, load_or_train_refiners, model_probe, saved_meta
 from dartlib.dart.refiner import DartConfig
 from dartlib.models.artefacts import weights_digest
 from dartlib.registry import UnknownNameError
@@ -123,6 +124,61 @@ def test_the_cache_is_keyed_by_the_weights_and_the_data(tmp_path):
         per_class=40, n_dir=4, epochs=1, batch_size=32, hidden=16, alpha=1.0), cache_dir=tmp_path, progress=False)
     assert not (other_model.reused or other_data.reused or other_config.reused)
     assert len({first.path, other_model.path, other_data.path, other_config.path}) == 4
+
+
+class MyCNN(nn.Module):
+    """A small BN CNN whose activation is a choice: the same weights compute another function."""
+
+    def __init__(self, act: type[nn.Module] = nn.ReLU) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), act(), nn.AdaptiveAvgPool2d(1),
+                                 nn.Flatten(), nn.Linear(8, K))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def test_the_cache_never_hands_one_models_refiner_to_another_that_computes_otherwise(tmp_path):
+    """The same weights and buffers behind GELU instead of ReLU are another model: its refiner is
+    trained anew (the probe batch's logits differ), and the ReLU model's file is not read for it."""
+    data = uint8_data()
+    torch.manual_seed(0)
+    m = MyCNN()
+    first = fit_refiner(model=m, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path,
+                        progress=False)
+    m2 = MyCNN(act=nn.GELU)
+    m2.load_state_dict(m.state_dict())
+    assert weights_digest(m2) == weights_digest(m)  # the weights alone cannot tell them apart
+    second = fit_refiner(model=m2, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path,
+                         progress=False)
+    assert not first.reused and not second.reused
+    meta = saved_meta(second.path)
+    assert meta["probe_digest"] == model_probe(m2, labelled_images(data, num_classes=K)).digest
+    assert meta["probe_digest"] != model_probe(m, labelled_images(data, num_classes=K)).digest
+    assert meta["intermediate_revision"] == INTERMEDIATE_REVISION
+    again = fit_refiner(model=m2, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path)
+    assert again.reused  # the same model again: read back
+
+
+def test_a_refiner_of_another_code_revision_or_without_a_probe_is_trained_anew(tmp_path, monkeypatch):
+    data = uint8_data()
+    model = tiny_model()
+    first = fit_refiner(model=model, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path,
+                        progress=False)
+    monkeypatch.setattr("dartlib.dart.intermediate.INTERMEDIATE_REVISION", "older")
+    assert not fit_refiner(model=model, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path,
+                           progress=False).reused
+    monkeypatch.undo()
+    # a file saved before the probe was recorded: the suite's own reader still takes it, fit_refiner does not
+    blob = torch.load(first.path, weights_only=True)
+    blob["meta"] = {k: v for k, v in blob["meta"].items() if not k.startswith(("probe", "intermediate"))}
+    torch.save(blob, first.path)
+    anchor = first.path.with_name(first.path.name.split(".")[0] + ".pt")
+    [(_, log)] = load_or_train_refiners(anchor, model, labelled_images(data, num_classes=K), [TINY], device="cpu")
+    assert log == blob["log"]  # read, not trained
+    assert not fit_refiner(model=model, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path,
+                           progress=False).reused
+    assert fit_refiner(model=model, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path).reused
 
 
 def test_wrap_puts_any_method_around_a_copy_with_the_refiner(tmp_path):

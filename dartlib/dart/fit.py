@@ -6,7 +6,9 @@ and the device; it checks everything it can before training (the model's output,
 whether the data can support the :class:`DartConfig`, naming the value that would work), then
 trains g_phi with :func:`dartlib.dart.intermediate.load_or_train_refiners` (Algorithm 1: Dirichlet
 batches drive L_imb, Eq. 1; i.i.d. batches the identity regulariser L_bal, Eq. 2; L = L_imb +
-alpha L_bal, Eq. 3) and caches it under a digest of the model's weights and the data.
+alpha L_bal, Eq. 3) and caches it under a digest of the model's weights and the data, read back
+only for a model that computes the same logits on a fixed probe batch, trained by the same revision
+of the code.
 
 Data layouts (:func:`labelled_images`): a pair ``(images, labels)`` of numpy arrays or torch
 tensors, where ``images`` are either uint8 N x H x W x C in 0..255 (channels last, as images are
@@ -37,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dartlib.dart.intermediate import load_or_train_refiners, refiner_path
+from dartlib.dart.intermediate import load_or_train_refiners, model_probe, refiner_path, reusable
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.augmentation import to_tensor
 from dartlib.data.protocols import class_balanced, dirichlet_stream
@@ -92,7 +94,12 @@ def fit_refiner(
     one). ``config``: DART's settings (default :class:`DartConfig`, the paper's CIFAR-10 values).
     ``cache_dir``: where refiners are kept (default :func:`default_cache_dir`); the file's name is a
     digest of the model's weights and buffers, the data and the config, so another model, other
-    data or another setting trains anew and the same ones are read back.
+    data or another setting trains anew and the same ones are read back. A saved refiner is read
+    back only where it was trained for a model that computes what this one computes (the logits of
+    f_theta0_bar on a fixed probe batch of the training images, :func:`model_probe`: the same
+    weights behind another activation or layer order are another model) and by this revision of
+    the training code (:data:`dartlib.dart.intermediate.INTERMEDIATE_REVISION`); otherwise it is
+    trained anew and the file overwritten.
 
     Raises :class:`SettingError`, before any training, when the model has no BN layer, does not
     return (N, num_classes) logits, the labels do not cover 0..num_classes-1, or the data cannot
@@ -107,8 +114,10 @@ def fit_refiner(
     folder.mkdir(parents=True, exist_ok=True)
     anchor = folder / f"refiner-{cache_key(model, train)}.pt"  # the refiner's file is named after it
     path = refiner_path(anchor, config)
-    reused = path.is_file()
-    [(refiner, log)] = load_or_train_refiners(anchor, model, train, [config], device=device, progress=progress)
+    probe = model_probe(model, train, device=device)  # what the model computes, checked before a reuse
+    reused = reusable(path, probe)
+    [(refiner, log)] = load_or_train_refiners(anchor, model, train, [config], device=device, progress=progress,
+                                              probe=probe)
     return FittedRefiner(refiner=refiner.to(device), log=log, path=path, reused=reused, num_classes=num_classes)
 
 

@@ -76,6 +76,18 @@ def _imbalanced_batches(labels: np.ndarray, config: DartConfig, epoch: int, n_ba
 
 CALIBRATION_STEPS = 10  # step pairs whose d standardises DART-split's detector
 
+# The revision of the intermediate-training code (Algorithm 1, Algorithm 3): bumped whenever this
+# module trains a different g_phi from the same model, data and DartConfig, so that a refiner saved
+# by the older code is not reused for the newer (:func:`reusable`). Saved in every refiner's
+# metadata; it is not part of a refiner's file name (:func:`refiner_path`), which stays a digest of
+# the settings.
+INTERMEDIATE_REVISION = "1"
+PROBE_IMAGES = 16  # training images of the probe batch (:func:`model_probe`)
+PROBE_SEED = 0  # which ones
+# Two probes agree when every logit is within this fraction of the probe's largest |logit| (float
+# noise of another device or kernel stays far below it; a changed layer or activation does not).
+PROBE_TOLERANCE = 1e-3
+
 
 # The settings that decide the intermediate batches: refiners that agree on them read the same
 # batches and can train in one pass over them (:func:`train_refiners`).
@@ -196,10 +208,10 @@ def train_refiners(
 
 def _train_pass(
     model: nn.Module, train: Dataset, configs: list[DartConfig], *, device: str, progress: bool,
-    max_steps: int | None, resume: Path | None,
+    max_steps: int | None, resume: Path | None, probe: Probe | None = None,
 ) -> tuple[list[tuple[Refiner, list[dict]]], float]:
     """:func:`train_refiners`, and the pass's training seconds (those of earlier, interrupted
-    attempts included when it resumes)."""
+    attempts included when it resumes; a saved pass of another ``probe`` is not resumed)."""
     if not configs:
         return [], 0.0
     start = time.perf_counter()
@@ -220,7 +232,7 @@ def _train_pass(
         total = config.epochs * steps if max_steps is None else min(max_steps, config.epochs * steps)
         learners.append(_Learner(config, num_classes=train.num_classes, feature_dim=feature_dim, head=head, total=total,
                                  device=device))
-    identity = _pass_identity(model, train, configs, max_steps=max_steps)
+    identity = _pass_identity(model, train, configs, max_steps=max_steps, probe=probe)
     first_epoch, earlier_seconds = _restore_pass(resume, identity, learners, device=device) if resume else (0, 0.0)
     names = ", ".join(sorted({c.variant for c in configs}))
     bar = tqdm(total=max(l.total for l in learners), initial=max(l.step for l in learners),
@@ -311,10 +323,72 @@ class _IntermediateForward:
                 for i in range(0, len(idx), size)]
 
 
-def _pass_identity(model: nn.Module, train: Dataset, configs: list[DartConfig], *, max_steps: int | None) -> dict:
-    """What decides a pass's result: its configs and step limit, the training data, the source model."""
-    return {"configs": [config_dict(c) for c in configs], "max_steps": max_steps, "train_digest": train.digest(),
-            "model_digest": weights_digest(model)}
+@dataclass(frozen=True)
+class Probe:
+    """What a classifier computes, as DART sees it: the logits of its frozen BN-adapted copy
+    f_theta0_bar (Section 3) on a fixed probe batch of :data:`PROBE_IMAGES` training images drawn
+    with :data:`PROBE_SEED`, and their digest. Two models with the same weights and buffers but
+    another forward (an activation, a layer's order) give other logits: a refiner trained for one
+    is not reused for the other (:func:`reusable`)."""
+
+    logits: torch.Tensor  # float32, on the CPU
+    digest: str
+
+    def agrees(self, logits: torch.Tensor) -> bool:
+        """Whether ``logits`` (a saved probe's) are this probe's, within :data:`PROBE_TOLERANCE`."""
+        if not isinstance(logits, torch.Tensor) or logits.shape != self.logits.shape:
+            return False
+        scale = float(self.logits.abs().max()) or 1.0
+        return bool(torch.allclose(logits.float(), self.logits, rtol=0.0, atol=PROBE_TOLERANCE * scale))
+
+    def meta(self) -> dict:
+        """The entries a saved refiner's metadata holds for it (with the code revision)."""
+        return {"probe_digest": self.digest, "probe_logits": self.logits, "probe_images": PROBE_IMAGES,
+                "probe_seed": PROBE_SEED, "intermediate_revision": INTERMEDIATE_REVISION}
+
+
+@torch.no_grad()
+def model_probe(model: nn.Module, train: Dataset, *, device: str = "cpu") -> Probe:
+    """The :class:`Probe` of ``model``: f_theta0_bar's logits on :data:`PROBE_IMAGES` images of
+    ``train`` (chosen with :data:`PROBE_SEED`), computed on ``device`` in float32. The digest is
+    sha256 over the logits rounded to 3 significant digits (an identifier; :meth:`Probe.agrees`
+    decides with a tolerance)."""
+    rng = np.random.default_rng(PROBE_SEED)
+    idx = np.sort(rng.choice(len(train.labels), size=min(PROBE_IMAGES, len(train.labels)), replace=False))
+    logits = frozen_bn_adapted(model).to(device)(to_tensor(train.images[idx]).to(device)).float().cpu()
+    rounded = np.array([float(f"{v:.3g}") for v in logits.double().flatten().tolist()])
+    digest = hashlib.sha256(json.dumps({"shape": list(logits.shape), "logits": rounded.tolist()}).encode()).hexdigest()
+    return Probe(logits=logits, digest=digest[:16])
+
+
+def saved_meta(path: Path) -> dict:
+    """The metadata of the refiner saved at ``path`` (empty where it has none)."""
+    return dict(load_weights(path, required=("module", "config")).get("meta") or {})
+
+
+def reusable(path: Path, probe: Probe) -> bool:
+    """Whether the refiner saved at ``path`` was trained for the model that ``probe`` describes, by
+    this revision of the code (:data:`INTERMEDIATE_REVISION`): its file exists, its metadata holds
+    the same revision and its probe logits agree with ``probe``'s. A refiner saved before the probe
+    was recorded is not reusable (it is trained anew)."""
+    if not path.is_file():
+        return False
+    try:
+        meta = saved_meta(path)
+    except DamagedFileError:
+        return False
+    return meta.get("intermediate_revision") == INTERMEDIATE_REVISION and probe.agrees(meta.get("probe_logits"))
+
+
+def _pass_identity(model: nn.Module, train: Dataset, configs: list[DartConfig], *, max_steps: int | None,
+                   probe: Probe | None = None) -> dict:
+    """What decides a pass's result: its configs and step limit, the training data, the source model
+    (and, where the caller gives one, what the model computes and the code's revision)."""
+    identity = {"configs": [config_dict(c) for c in configs], "max_steps": max_steps, "train_digest": train.digest(),
+                "model_digest": weights_digest(model)}
+    if probe is not None:
+        identity |= {"probe_digest": probe.digest, "intermediate_revision": INTERMEDIATE_REVISION}
+    return identity
 
 
 def _save_pass(path: Path, identity: dict, learners: list[_Learner], *, epochs_done: int, seconds: float) -> None:
@@ -391,27 +465,39 @@ def load_or_train_refiner(
 
 def load_or_train_refiners(
     checkpoint: Path, model: nn.Module, train: Dataset, configs: list[DartConfig], *, device: str | None = None,
-    progress: bool = True, tag: str = "",
+    progress: bool = True, tag: str = "", probe: Probe | None = None,
 ) -> list[tuple[Refiner, list[dict]]]:
     """:func:`load_or_train_refiner` for several configs: those not saved yet are trained in one
     pass per set of shared intermediate batches (:func:`train_refiners`), which gives each the
     refiner it would get alone at a fraction of the cost; a pass saves its state after every epoch
     (:func:`pass_path`) and, interrupted, resumes from there when called again. Returns (refiner,
-    log) per config."""
+    log) per config.
+
+    ``probe`` (:func:`model_probe`; what :func:`dartlib.dart.fit.fit_refiner` passes): a saved
+    refiner is reused only where it is :func:`reusable` for it, i.e. trained for a model that
+    computes the same logits, by the same :data:`INTERMEDIATE_REVISION`; any other is trained anew
+    and its file overwritten. Without it a saved file is reused as it is (the suite's refiners,
+    which sit beside the one checkpoint they were trained for). Every refiner saved records the
+    probe and the revision in its metadata."""
     device = device or default_device()
     paths = [refiner_path(checkpoint, config, tag=tag) for config in configs]
     missing: dict[tuple, dict[Path, DartConfig]] = {}
     for path, config in zip(paths, configs):
-        if not path.is_file():
+        if not (path.is_file() if probe is None else reusable(path, probe)):
             missing.setdefault(stream_signature(config), {})[path] = config
     fresh: dict[Path, tuple[Refiner, list[dict]]] = {}
+    if missing and probe is None:
+        probe = model_probe(model, train, device=device)  # recorded in the files' metadata
+        resume_probe = None  # the suite's passes resume as before
+    else:
+        resume_probe = probe
     for group in missing.values():
         in_progress = pass_path(checkpoint, list(group))
         trained, seconds = _train_pass(model, train, list(group.values()), device=device, progress=progress,
-                                       max_steps=None, resume=in_progress)
+                                       max_steps=None, resume=in_progress, probe=resume_probe)
         for path, (refiner, log) in zip(group, trained):
             _save(path, refiner, log, checkpoint=checkpoint, train=train, device=device,
-                  timing={"seconds": seconds, "trained_with": len(group)})
+                  timing={"seconds": seconds, "trained_with": len(group)}, probe=probe)
             fresh[path] = (refiner, log)
         in_progress.unlink(missing_ok=True)
     return [fresh[path] if path in fresh else _load(path) for path in paths]
@@ -423,9 +509,10 @@ def _load(path: Path) -> tuple[Refiner, list[dict]]:
 
 
 def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, train: Dataset, device: str,
-          timing: dict) -> None:
+          timing: dict, probe: Probe | None = None) -> None:
     """The refiner, its config, log and provenance, written atomically to ``path``. ``timing``:
-    the seconds of the pass that trained it and how many refiners shared that pass."""
+    the seconds of the pass that trained it and how many refiners shared that pass; ``probe``: what
+    the model it was trained for computes (recorded with :data:`INTERMEDIATE_REVISION`)."""
     blob = {
         "module": refiner.module.state_dict(),
         "detector": refiner.detector.state_dict() if refiner.detector else None,
@@ -434,7 +521,7 @@ def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, tr
         "head": refiner.head,
         "log": log,
         "meta": {"source_checkpoint": checkpoint.name, "train_digest": train.digest(), **timing,
-                 "device": device, "dartlib_version": __version__},
+                 "device": device, "dartlib_version": __version__, **(probe.meta() if probe else {})},
     }
     save_weights(blob, path=path)
 

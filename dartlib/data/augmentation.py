@@ -107,13 +107,16 @@ def cotta_view(x: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
     the batch tensor: colour jitter in random order (brightness 0.6-1.4, contrast 0.7-1.3,
     saturation 0.5-1.5, hue +-0.06, gamma 0.7-1.3), reflect padding by half the image size, a
     random affine map (rotation +-15 degrees, translation 1/16, scale 0.9-1.1, bilinear, fill 0),
-    the centre crop and a horizontal flip with probability 1/2, clipped to [0, 1]."""
+    the centre crop and a horizontal flip with probability 1/2, clipped to [0, 1]. Any image size;
+    1 or 3 channels (on 1 channel saturation and hue change nothing, as in torchvision)."""
     def uniform(lo: float, hi: float) -> float:
         return float(torch.empty(1).uniform_(lo, hi, generator=generator))
 
+    _check_channels(x, "ROID's augmented view")
+    grey_image = x.shape[1] == 1  # as torchvision: saturation and hue leave a 1-channel image as it is
     x = x.clamp(0, 1)
     for op in torch.randperm(5, generator=generator).tolist():
-        gray = (0.299 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2])[:, None]
+        gray = x if grey_image else (0.299 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2])[:, None]
         if op == 0:
             x = (x * uniform(0.6, 1.4)).clamp(0, 1)
         elif op == 1:
@@ -121,9 +124,10 @@ def cotta_view(x: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
             x = (f * x + (1 - f) * gray.mean((2, 3), keepdim=True)).clamp(0, 1)
         elif op == 2:
             f = uniform(0.5, 1.5)
-            x = (f * x + (1 - f) * gray).clamp(0, 1)
+            x = x if grey_image else (f * x + (1 - f) * gray).clamp(0, 1)
         elif op == 3:
-            x = _hsv_shift_hue(x, uniform(-0.06, 0.06))
+            shift = uniform(-0.06, 0.06)
+            x = x if grey_image else _hsv_shift_hue(x, shift)
         else:
             x = x.clamp(1e-8, 1.0) ** uniform(0.7, 1.3)
     n, _, h, w = x.shape
@@ -143,9 +147,19 @@ def cotta_view(x: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
     return x.clamp(0, 1)
 
 
-def _augmix_ops(rng: np.random.Generator):
+def _check_channels(x: torch.Tensor, what: str) -> None:
+    """Refuse a batch that is not N x C x H x W with 1 or 3 channels, saying so."""
+    if x.ndim != 4 or x.shape[1] not in (1, 3):
+        raise ValueError(f"{what} takes a float batch N x C x H x W with 1 (grey) or 3 (RGB) channels in [0, 1], "
+                         f"got shape {tuple(x.shape)}: pass images channels-first (x.permute(0, 3, 1, 2)), or use a "
+                         "method without augmented views (tent, sar, ...) for other channel counts")
+
+
+def _augmix_ops(rng: np.random.Generator, *, size: int = 32, fill: int | tuple[int, ...] = (128, 128, 128)):
     """AugMix's operations at severity 1 as MEMO's CIFAR code sets them (``third_party.py``, after
-    google-research/augmix): each draws its level from U(0.1, 1) and a random sign."""
+    google-research/augmix): each draws its level from U(0.1, 1) and a random sign. ``size``: the
+    image's width (translations reach a third of it; MEMO's CIFAR value 32); ``fill``: the grey of
+    uncovered pixels (one value for a 1-channel image)."""
     from PIL import Image, ImageOps
 
     def level(maxval: float) -> float:
@@ -155,13 +169,12 @@ def _augmix_ops(rng: np.random.Generator):
         return -1 if rng.uniform() > 0.5 else 1
 
     def affine(img, coeffs):
-        return img.transform(img.size, Image.AFFINE, coeffs, resample=Image.BILINEAR, fillcolor=(128, 128, 128))
+        return img.transform(img.size, Image.AFFINE, coeffs, resample=Image.BILINEAR, fillcolor=fill)
 
-    size = 32
     return [
         lambda img: ImageOps.autocontrast(img),
         lambda img: ImageOps.equalize(img),
-        lambda img: img.rotate(sign() * int(level(30)), resample=Image.BILINEAR, fillcolor=(128, 128, 128)),
+        lambda img: img.rotate(sign() * int(level(30)), resample=Image.BILINEAR, fillcolor=fill),
         lambda img: ImageOps.solarize(img, 256 - int(level(256))),
         lambda img: affine(img, (1, sign() * level(0.3), 0, 0, 1, 0)),
         lambda img: affine(img, (1, 0, 0, sign() * level(0.3), 1, 0)),
@@ -177,11 +190,14 @@ def augmix_views(x: torch.Tensor, *, n_views: int, generator: torch.Generator) -
     image and a horizontal flip with probability 1/2; then three chains of 1-3 random AugMix
     operations mixed with Dirichlet(1, 1, 1) weights, and that mixture mixed with the cropped
     image by m ~ Beta(1, 1). Mixing happens on [0, 1] pixels: MEMO's normalisation is affine, so
-    mixing after it gives the same image."""
+    mixing after it gives the same image. Any image size (translations reach a third of the width,
+    MEMO's 32-pixel value on CIFAR); 1 or 3 channels."""
     from PIL import Image
 
+    _check_channels(x, "MEMO's AugMix views")
+    grey_image = x.shape[1] == 1
     rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
-    ops = _augmix_ops(rng)
+    ops = _augmix_ops(rng, size=x.shape[-1], fill=128 if grey_image else (128, 128, 128))
     pixels = (x.clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
     views = np.empty((n_views, *pixels.shape), dtype=np.float32)
     for v in range(n_views):
@@ -190,13 +206,13 @@ def augmix_views(x: torch.Tensor, *, n_views: int, generator: torch.Generator) -
             crop = np.pad(image, ((4, 4), (4, 4), (0, 0)))[dy:dy + image.shape[0], dx:dx + image.shape[1]]
             if rng.uniform() < 0.5:
                 crop = crop[:, ::-1]
-            img = Image.fromarray(np.ascontiguousarray(crop))
+            img = Image.fromarray(np.ascontiguousarray(crop[..., 0] if grey_image else crop))
             weights, m = rng.dirichlet([1.0, 1.0, 1.0]), rng.beta(1.0, 1.0)
             mix = np.zeros(crop.shape, dtype=np.float32)
             for weight in weights:
                 aug = img
                 for _ in range(rng.integers(1, 4)):
                     aug = ops[rng.integers(len(ops))](aug)
-                mix += weight * np.asarray(aug, dtype=np.float32)
+                mix += weight * np.asarray(aug, dtype=np.float32).reshape(crop.shape)
             views[v, i] = m * crop + (1 - m) * mix
     return torch.from_numpy(views / 255.0).permute(0, 1, 4, 2, 3).contiguous()

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dartlib.dart.fit import SettingError
 from dartlib.dart.refiner import Refiner, norm_preserving
-from dartlib.models.backbones import frozen_bn_adapted
+from dartlib.models.backbones import bn_layers, frozen_bn_adapted
 
 
 class Adapter(abc.ABC):
@@ -36,6 +37,12 @@ class Adapter(abc.ABC):
     # Options a grid cell may set through its ``params`` (NOTE's ``dart_use=report``), so that a
     # grid can hold rows of both readings of a method side by side.
     cell_options: tuple[str, ...] = ()
+    # Whether the method works through BatchNorm layers (normalises with the test batch's
+    # statistics or trains their affine parameters): a model without any is refused.
+    needs_batchnorm = True
+    # A check of every batch before it is adapted on (:func:`dartlib.tta.wrap.wrap` sets one that
+    # refuses a batch of the wrong dtype, range or channel count); None: no check.
+    input_check: Callable[[torch.Tensor], None] | None = None
 
     @classmethod
     def from_context(cls, context) -> tuple[nn.Module, dict]:
@@ -45,6 +52,11 @@ class Adapter(abc.ABC):
         return copy.deepcopy(context.source), {}
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None) -> None:
+        if (self.needs_batchnorm or refiner is not None) and not any(True for _ in bn_layers(model)):
+            why = ("DART reads the batch's statistics from the BN-adapted model (Section 3)" if refiner is not None
+                   else f"{self.name} adapts through BatchNorm layers (their batch statistics or affine parameters)")
+            raise SettingError(f"{type(model).__name__} has no BatchNorm1d/2d/3d layer and {why}: use a model with "
+                               "BatchNorm layers, or a method that needs none (noadapt, lame) without a refiner")
         self.initial_state = copy.deepcopy(model.state_dict())
         self.model = model
         self.refiner = refiner
@@ -67,6 +79,8 @@ class Adapter(abc.ABC):
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Adapt on batch ``x`` and return its predictions (logits): this batch's refinement is read
         from f_theta0_bar first, then the method adapts with it (:meth:`adapt`)."""
+        if self.input_check is not None:
+            self.input_check(x)
         return self.adapt(x, self.refinement(x))
 
     def refinement(self, x: torch.Tensor) -> Refinement:

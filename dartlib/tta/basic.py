@@ -42,6 +42,7 @@ class NoAdapt(Adapter):
 
     name = "noadapt"
     takes_refiner = False  # the paper pairs DART with adapted models only (Table 1)
+    needs_batchnorm = False  # the model as it is
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None) -> None:
         super().__init__(model, refiner=refiner)
@@ -67,6 +68,8 @@ class BNAdapt(Adapter):
         refine them, so no separate source forward is taken. Where the context shares f_theta0_bar
         (:meth:`share_source`) that forward is read from it: the same computation, so BNAdapt and
         every refiner of a grid pay for one forward per batch."""
+        if self.input_check is not None:
+            self.input_check(x)
         if self.source is None:
             return self.model(x)
         logits = self.source(x)

@@ -44,6 +44,7 @@ class Lame(Adapter):
     """LAME; with DART the unary term uses the refined predictions."""
 
     name = "lame"
+    needs_batchnorm = False  # without BN layers, LAME on the source model's features
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, k: int = 5, lam: float = 1.0,
                  bn: str = "batch") -> None:

@@ -540,6 +540,111 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_model(spec: str, *, weights: str | None = None):
+    """The ``nn.Module`` that ``--model`` names: ``FILE.py:NAME`` or ``package.module:NAME``, NAME
+    being a module instance or a callable that returns one (called without arguments); or a
+    ``.pt``/``.pth`` file holding a TorchScript model or a whole pickled module (``torch.save(model)``;
+    unpickling runs code: use files you made). ``weights``: a state dict file (``torch.save(model.
+    state_dict())``) loaded into it."""
+    import importlib
+    import importlib.util
+
+    import torch
+    from torch import nn
+
+    if spec.endswith((".pt", ".pth")) and ":" not in spec:
+        path = Path(spec)
+        if not path.is_file():
+            raise SystemExit(f"--model {spec}: no such file")
+        try:
+            model = torch.jit.load(str(path), map_location="cpu")
+        except RuntimeError:
+            model = torch.load(path, map_location="cpu", weights_only=False)
+    else:
+        where, _, name = spec.rpartition(":")
+        if not where or not name:
+            raise SystemExit(f"--model {spec}: give FILE.py:NAME or package.module:NAME (NAME a model or a function "
+                             "returning one), or a .pt file of a saved model")
+        if where.endswith(".py"):
+            if not Path(where).is_file():
+                raise SystemExit(f"--model {spec}: no such file {where}")
+            module_spec = importlib.util.spec_from_file_location(Path(where).stem, where)
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+        if not hasattr(module, name):
+            raise SystemExit(f"--model {spec}: {where} has no {name!r}")
+        model = getattr(module, name)
+        if not isinstance(model, nn.Module) and callable(model):
+            model = model()
+    if not isinstance(model, nn.Module):
+        raise SystemExit(f"--model {spec} gives a {type(model).__name__}, not a torch.nn.Module")
+    if weights:
+        from dartlib.models.training import load_weights
+
+        state = load_weights(Path(weights))
+        state = state.get("model", state.get("state_dict", state))
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as err:
+            raise SystemExit(f"--weights {weights} does not fit --model {spec}: {err}") from None
+    return model.eval()
+
+
+def load_labelled(spec: str):
+    """``--data``: an ``.npz`` file with arrays ``images`` and ``labels`` (uint8 N x H x W x C, or
+    float N x C x H x W in [0, 1]), or the name of one of dartlib's data sets (its training split)."""
+    import numpy as np
+
+    if spec.endswith(".npz"):
+        if not Path(spec).is_file():
+            raise SystemExit(f"--data {spec}: no such file")
+        with np.load(spec) as arrays:
+            missing = [k for k in ("images", "labels") if k not in arrays]
+            if missing:
+                raise SystemExit(f"--data {spec} has arrays {sorted(arrays)}; it needs 'images' and 'labels' "
+                                 "(np.savez(path, images=images, labels=labels))")
+            return arrays["images"], arrays["labels"]
+    from dartlib.data import load
+
+    train = load(spec, split="train")
+    return train.images, train.labels
+
+
+def _cmd_choose_alpha(args: argparse.Namespace) -> int:
+    import torch
+
+    from dartlib.dart.fit import SettingError
+    from dartlib.dart.refiner import DartConfig
+    from dartlib.devices import default_device
+    from dartlib.experiments.validation import select_alpha
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = load_model(args.model, weights=args.weights)
+    images, labels = load_labelled(args.data)
+    num_classes = args.num_classes or int(labels.max()) + 1
+    config = DartConfig(alpha=args.keep, epochs=args.epochs, n_dir=args.n_dir, per_class=args.per_class,
+                        batch_size=args.batch_size, seed=args.seed)
+    try:
+        choice = select_alpha(model=model, data=(images, labels), num_classes=num_classes,
+                              device=args.device or default_device(), config=config, alphas=args.alphas,
+                              heldout_per_class=args.heldout, batch_size=args.test_batch_size, max_loss=args.max_loss,
+                              progress=not args.quiet)
+    except SettingError as err:
+        raise SystemExit(f"choose-alpha: {err}") from None
+    print(f"{type(model).__name__} on {len(labels)} labelled images ({num_classes} classes); g_phi of {args.epochs} "
+          "epochs per candidate on the images not held out, scored on the held-out ones (no test data)")
+    print(choice.table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(choice)
+    print(f"use DartConfig(alpha={choice.alpha:g}) in fit_refiner")
+    if args.out:
+        choice.table.to_csv(args.out, index=False, float_format="%.4f")
+        print(f"table in {args.out}")
+    return 0
+
+
 def _cmd_data_pack(args: argparse.Namespace) -> int:
     import os
 
@@ -768,6 +873,39 @@ def build_parser() -> argparse.ArgumentParser:
                             "held-out images at the profile's severity; the rule then reads their mean i.i.d. loss")
     valid.add_argument("--threads", type=positive_int, help="torch CPU threads for this process")
     valid.set_defaults(func=_cmd_validate_alpha)
+
+    choose = sub.add_parser(
+        "choose-alpha", help="choose alpha for your own model on its training data (no test data): the paper's 0.1 "
+                             "unless BNAdapt+DART loses more than --max-loss points on held-out i.i.d. batches",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    choose.add_argument("--model", required=True,
+                        help="FILE.py:NAME or package.module:NAME (a model, or a function returning one), or a .pt file "
+                             "of a saved model (TorchScript or torch.save(model)); it maps float N x C x H x W in [0, 1] "
+                             "to logits and has BatchNorm layers")
+    choose.add_argument("--weights", help="a state dict file loaded into --model (torch.save(model.state_dict()))")
+    choose.add_argument("--data", required=True,
+                        help="labelled training images: an .npz with arrays 'images' (uint8 N x H x W x C or float "
+                             "N x C x H x W in [0, 1]) and 'labels', or a data set's name (its training split)")
+    choose.add_argument("--num-classes", type=positive_int, help="the model's number of outputs (default: largest label + 1)")
+    choose.add_argument("--alphas", type=float_list, default="0.1,0.3,1,3,10,30", help="comma-separated candidates")
+    choose.add_argument("--keep", type=non_negative_float, default=0.1,
+                        help="the alpha kept unless it loses too much (the paper's)")
+    choose.add_argument("--max-loss", type=non_negative_float, default=0.5,
+                        help="accuracy points DART may lose to BNAdapt on held-out i.i.d. batches")
+    choose.add_argument("--heldout", type=positive_int, help="training images per class held out (default: a fifth of "
+                                                             "the smallest class, at most 500)")
+    choose.add_argument("--epochs", type=positive_int, default=50, help="intermediate epochs of each candidate's g_phi "
+                                                                        "(validate with the epochs you will deploy)")
+    choose.add_argument("--n-dir", type=positive_int, default=250, help="Dirichlet chunks over D_int (N_dir)")
+    choose.add_argument("--per-class", type=positive_int, help="D_int images per class (default: all that every class has)")
+    choose.add_argument("--batch-size", type=positive_int, default=64, help="intermediate batch size")
+    choose.add_argument("--test-batch-size", type=positive_int, default=200, help="batch size of the held-out streams")
+    choose.add_argument("--seed", type=int, default=0, help="seed of the held-out split, D_int and g_phi")
+    choose.add_argument("--device", help="cpu, cuda or cuda:<index> (default: the GPU when torch sees one)")
+    choose.add_argument("--out", help="write the held-out table to this CSV file")
+    choose.add_argument("--threads", type=positive_int, help="torch CPU threads for this process")
+    choose.add_argument("--quiet", action="store_true", help="no progress bar")
+    choose.set_defaults(func=_cmd_choose_alpha)
 
     train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
     train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile")

@@ -50,7 +50,7 @@ def doc_namespace(tmp_path_factory):
 
 def test_every_python_block_of_using_dart_runs_in_order(doc_namespace):
     namespace, printed, cache = doc_namespace
-    assert len(printed) == 5, "the page's five examples: model, fit, refusal, streams, one batch"
+    assert len(printed) == 6, "the page's six examples: model, fit, refusal, streams, one batch, alpha"
     fitted = namespace["fitted"]
     # 1,000 class-balanced images in batches of 64: 15 steps per epoch, 2 epochs
     assert len(fitted.log) == 30 and not fitted.reused
@@ -66,6 +66,11 @@ def test_every_python_block_of_using_dart_runs_in_order(doc_namespace):
     # one batch of 200: logits (200, 10), and the predicted classes' counts sum to 200
     assert printed[4].startswith("(200, 10) [")
     assert sum(int(n) for n in printed[4].split("[")[1].split("]")[0].split(",")) == 200
+    # the alpha rule's verdict, then the gains per candidate (rows) and rho (columns)
+    choice = namespace["choice"]
+    assert printed[5].startswith(f"alpha = {choice.alpha:g}: 0.1 changes accuracy on held-out i.i.d. batches by")
+    assert choice.alpha in (0.1, 1.0, 10.0) and sorted(choice.table.alpha.unique()) == [0.1, 1.0, 10.0]
+    assert list(choice.gains().columns) == [1.0, 10.0, 100.0]
 
 
 def test_the_page_reads_its_refiner_back_from_the_cache(doc_namespace):
@@ -76,4 +81,4 @@ def test_the_page_reads_its_refiner_back_from_the_cache(doc_namespace):
         again = namespace["fit_refiner"](model=namespace["model"], data=(namespace["x_train"], namespace["y_train"]),
                                          num_classes=10, device="cpu", config=namespace["config"])
     assert again.reused and again.path == namespace["fitted"].path
-    assert len(list(cache.glob("*.pt"))) == 1
+    assert len([p for p in cache.glob("*.pt") if "fit-heldout" not in p.name]) == 1  # select_alpha's are tagged

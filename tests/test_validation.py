@@ -8,6 +8,7 @@ import torch
 from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.data.sources import Dataset
 from dartlib.models.backbones import small_cnn
+from dartlib.data.protocols import long_tailed
 from dartlib.experiments.validation import choose_alpha, heldout_rows, holdout_split
 
 
@@ -75,3 +76,97 @@ def test_validation_file_names_keep_the_default_length_and_separate_others():
     assert validation_filename(corrupted=True, epochs=VALIDATION_EPOCHS) == "alpha_validation_corrupted.csv"
     assert validation_filename(corrupted=True, epochs=10) == "alpha_validation_corrupted_epochs10.csv"
     assert validation_filename(corrupted=False, epochs=10) != validation_filename(corrupted=True, epochs=10)
+
+
+def _plain_model_and_arrays():
+    """A plain torch model and numpy arrays, as a user has them: 4 classes of 8 x 8 RGB noise."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(4, 4))
+    rng = np.random.default_rng(0)
+    return model, rng.integers(0, 256, size=(400, 8, 8, 3), dtype=np.uint8), np.arange(400) % 4
+
+
+SMALL = dict(per_class=40, n_dir=4, epochs=1, batch_size=32, hidden=16)
+
+
+def test_select_alpha_runs_the_rule_on_a_users_model_and_arrays(tmp_path, monkeypatch):
+    """The paper's 0.1 loses 2 points on the held-out i.i.d. stream, 1 loses 0.3: the rule takes 1,
+    the smallest candidate within 0.5 points; with 0.1 within, it keeps 0.1."""
+    from dartlib.dart.refiner import DartConfig
+    from dartlib.experiments import validation
+
+    model, images, labels = _plain_model_and_arrays()
+    iid_gain = {0.1: -2.0, 1.0: -0.3, 10.0: 0.0}
+
+    def scored(model, refiner, held, *, rhos, batch_size, seed, device):
+        assert held.split == "train-heldout" and len(held) == 4 * 20  # held-out training images, no test data
+        return [{"rho": float(r), "n": 80, "bnadapt": 80.0,
+                 "dart": 80.0 + (iid_gain[refiner.config.alpha] if r == 1 else 5.0), "w_minus_i": 0.0, "b_norm": 0.0}
+                for r in rhos]
+
+    monkeypatch.setattr(validation, "heldout_rows", scored)
+    choice = validation.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
+                                     config=DartConfig(**SMALL), alphas=[1, 10], heldout_per_class=20,
+                                     cache_dir=tmp_path, progress=False)
+    assert choice.alpha == 1.0 and choice.kept == 0.1
+    assert str(choice).startswith("alpha = 1: 0.1 changes accuracy on held-out i.i.d. batches by -2.00 points, a loss "
+                                  "of more than 0.5; 1 (-0.30) is the smallest candidate within it")
+    assert choice.gains().loc[0.1, 100.0] == 5.0
+    iid_gain[0.1] = -0.4
+    assert validation.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
+                                   config=DartConfig(**SMALL), alphas=[1, 10], heldout_per_class=20,
+                                   cache_dir=tmp_path, progress=False).alpha == 0.1
+
+
+def test_select_alpha_scores_trained_refiners_on_held_out_streams(tmp_path):
+    import torch
+
+    from dartlib.dart.fit import SettingError
+    from dartlib.dart.refiner import DartConfig
+    from dartlib.experiments.validation import select_alpha
+
+    model, images, labels = _plain_model_and_arrays()
+    floats = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255  # tensors in [0, 1] work as well
+    choice = select_alpha(model=model, data=(floats, torch.from_numpy(labels)), num_classes=4, device="cpu",
+                          config=DartConfig(**SMALL), alphas=[10], heldout_per_class=20, rhos=(1, 10),
+                          batch_size=20, cache_dir=tmp_path, progress=False)
+    assert choice.alpha in (0.1, 10.0)
+    assert list(choice.table.columns) == ["alpha", "rho", "n", "bnadapt", "dart", "w_minus_i", "b_norm", "gain"]
+    assert choice.table.n.tolist() == [80, len(long_tailed(np.arange(80) % 4, rho=10.0, seed=0))] * 2
+    # the stronger regulariser keeps g_phi closer to the identity on balanced batches
+    w = choice.table[choice.table.rho == 1].set_index("alpha").w_minus_i
+    assert w[10.0] < w[0.1]
+    with pytest.raises(SettingError, match="heldout_per_class=100: hold out at least 1 and fewer than"):
+        select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu", config=DartConfig(**SMALL),
+                     heldout_per_class=100, cache_dir=tmp_path)
+
+
+def test_the_choose_alpha_command_takes_a_model_file_weights_and_an_npz(tmp_path, monkeypatch, capsys):
+    import torch
+
+    from dartlib.cli import main
+
+    model, images, labels = _plain_model_and_arrays()
+    (tmp_path / "my_model.py").write_text(
+        "from torch import nn\n\n"
+        "def build():\n"
+        "    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),\n"
+        "                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 4))\n")
+    torch.save(model.state_dict(), tmp_path / "weights.pt")
+    np.savez(tmp_path / "train.npz", images=images, labels=labels)
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path / "data"))  # the refiners' cache
+    args = ["choose-alpha", "--model", f"{tmp_path / 'my_model.py'}:build", "--weights", str(tmp_path / "weights.pt"),
+            "--data", str(tmp_path / "train.npz"), "--alphas", "10", "--epochs", "1", "--n-dir", "4",
+            "--per-class", "40", "--batch-size", "32", "--heldout", "20", "--test-batch-size", "20", "--device", "cpu",
+            "--quiet", "--out", str(tmp_path / "alpha.csv")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "Sequential on 400 labelled images (4 classes)" in out and "use DartConfig(alpha=" in out
+    assert len(pd.read_csv(tmp_path / "alpha.csv")) == 2 * 3  # 0.1 and 10, at rho 1, 10, 100
+    with pytest.raises(SystemExit, match="has arrays .*'x'.* it needs 'images' and 'labels'"):
+        np.savez(tmp_path / "bad.npz", x=images)
+        main([*args[:5], "--data", str(tmp_path / "bad.npz")])

@@ -19,7 +19,8 @@ and the rule then reads the i.i.d. loss averaged over those corrupted streams.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,10 +50,11 @@ def _subset(data: Dataset, idx: np.ndarray, split: str) -> Dataset:
 
 @torch.no_grad()
 def heldout_rows(model: nn.Module, refiner: Refiner, held: Dataset, *, rhos=(1, 10, 100), batch_size: int = TEST_BATCH_SIZE,
-                 seed: int = 0) -> list[dict]:
+                 seed: int = 0, device: str | None = None) -> list[dict]:
     """For each rho: BNAdapt and BNAdapt+DART accuracy on the held-out long-tailed stream (rho = 1:
-    every held-out image, shuffled), and the mean ||W_B - I||_F and ||b_B||_2 over its batches."""
-    frozen, device = evaluated_on(frozen_bn_adapted(model), None)  # one device copy for every rho
+    every held-out image, shuffled), and the mean ||W_B - I||_F and ||b_B||_2 over its batches.
+    ``device``: where the streams are evaluated (default: the machine's)."""
+    frozen, device = evaluated_on(frozen_bn_adapted(model), device)  # one device copy for every rho
     eye = torch.eye(held.num_classes)
     rows = []
     for rho in rhos:
@@ -121,3 +123,96 @@ def validate_alpha(
     frame = pd.DataFrame(rows)
     frame["gain"] = frame["dart"] - frame["bnadapt"]
     return frame, choose_alpha(frame, paper_alpha=config.alpha, max_loss=max_loss)
+
+
+# The candidates :func:`select_alpha` tries by default: the paper's 0.1 and stronger identity
+# regularisers, a factor of about 3 apart.
+DEFAULT_ALPHAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+
+
+@dataclass
+class AlphaChoice:
+    """What :func:`select_alpha` returns: the alpha the rule picks, the value it keeps unless that
+    one loses too much (``kept``, the config's alpha: the paper's 0.1 by default), the largest
+    loss allowed, and the held-out table (one row per alpha and rho: ``n`` images, ``bnadapt`` and
+    ``dart`` accuracy in %, ``gain`` = dart - bnadapt, mean ||W_B - I||_F ``w_minus_i`` and
+    ||b_B||_2 ``b_norm``)."""
+
+    alpha: float
+    kept: float
+    max_loss: float
+    table: pd.DataFrame
+
+    def gains(self) -> pd.DataFrame:
+        """DART's gain (points) on the held-out streams: rows alpha, columns rho."""
+        return self.table.pivot_table(index="alpha", columns="rho", values="gain")
+
+    def __str__(self) -> str:
+        gain = self.gains()[1.0]
+        kept = f"{self.kept:g} changes accuracy on held-out i.i.d. batches by {gain[self.kept]:+.2f} points"
+        why = (f"{kept}, within the {self.max_loss:g} allowed" if self.alpha == self.kept else
+               f"{kept}, a loss of more than {self.max_loss:g}; {self.alpha:g} ({gain[self.alpha]:+.2f}) is the "
+               "smallest candidate within it" if -gain[self.alpha] <= self.max_loss else
+               f"{kept}; every candidate loses more than {self.max_loss:g} and {self.alpha:g} "
+               f"({gain[self.alpha]:+.2f}) loses least")
+        return f"alpha = {self.alpha:g}: {why}"
+
+
+def select_alpha(
+    *, model: nn.Module, data, num_classes: int, device: str, config: DartConfig | None = None,
+    alphas: Sequence[float] = DEFAULT_ALPHAS, heldout_per_class: int | None = None, rhos: Sequence[float] = (1, 10, 100),
+    batch_size: int = TEST_BATCH_SIZE, max_loss: float = 0.5, cache_dir: Path | str | None = None,
+    progress: bool = True,
+) -> AlphaChoice:
+    """Choose alpha, the weight of L_bal (Eq. 3), for your own classifier from its labelled
+    training data alone (no test labels), by the rule of this module: keep ``config.alpha`` (the
+    paper's 0.1 by default) unless BNAdapt+DART loses more than ``max_loss`` points to BNAdapt on
+    held-out i.i.d. batches; otherwise take the smallest candidate of ``alphas`` that loses at most
+    that much (the one that loses least when none does).
+
+    ``model``, ``data``, ``num_classes``, ``device``, ``config``, ``cache_dir``: as
+    :func:`dartlib.dart.fit.fit_refiner` takes them (any ``nn.Module`` with BatchNorm layers
+    returning logits for float N x C x H x W in [0, 1]; ``(images, labels)`` as numpy arrays or
+    torch tensors, a torch Dataset, ...). ``heldout_per_class`` images of every class (default a
+    fifth of the smallest class, at most 500) are held out; g_phi is trained for every candidate
+    (in one pass, Algorithm 1, with ``config``'s other settings: validate with the epochs you will
+    deploy) on the rest and scored on held-out streams, i.i.d. and long-tailed at ``rhos``
+    (:func:`heldout_rows`). The refiners are cached as :func:`fit_refiner` caches its own. Raises
+    :class:`dartlib.dart.fit.SettingError` naming the fix for data, a model or a setting that
+    cannot work."""
+    from dartlib.dart.fit import (
+        SettingError, cache_key, check_device, check_model, check_supported, default_cache_dir, labelled_images,
+    )
+    from dartlib.dart.intermediate import load_or_train_refiners, model_probe
+
+    config = DartConfig() if config is None else config
+    device = check_device(device)
+    alphas = sorted({float(a) for a in alphas} | {float(config.alpha)})
+    if any(a < 0 for a in alphas):
+        raise SettingError(f"alphas {alphas}: the weight of L_bal is >= 0")
+    if 1.0 not in {float(r) for r in rhos}:
+        raise SettingError(f"rhos={list(rhos)}: the rule reads the i.i.d. stream, so rhos must include 1")
+    train = labelled_images(data, num_classes=num_classes)
+    smallest = int(np.bincount(train.labels, minlength=num_classes).min())
+    held_n = min(500, smallest // 5) if heldout_per_class is None else heldout_per_class
+    if not 1 <= held_n < smallest:
+        raise SettingError(f"heldout_per_class={held_n}: hold out at least 1 and fewer than the smallest class's "
+                           f"{smallest} images (default: a fifth of it)")
+    fit_idx, held_idx = holdout_split(train.labels, per_class=held_n, seed=config.seed)
+    fit, held = _subset(train, fit_idx, "train-fit"), _subset(train, held_idx, "train-heldout")
+    check_model(model, fit, num_classes=num_classes, device=device, config=config)
+    check_supported(fit.labels, config, num_classes=num_classes)
+    folder = Path(default_cache_dir() if cache_dir is None else cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    anchor = folder / f"refiner-{cache_key(model, train)}.pt"
+    trained = load_or_train_refiners(anchor, model, fit, [replace(config, alpha=a) for a in alphas], device=device,
+                                     progress=progress, tag=f"fit-heldout{held_n}",
+                                     probe=model_probe(model, fit, device=device))
+    rows = []
+    for alpha, (refiner, _) in zip(alphas, trained):
+        rows += [{"alpha": alpha, **row} for row in heldout_rows(model, refiner, held, rhos=rhos,
+                                                                  batch_size=batch_size, seed=config.seed, device=device)]
+    frame = pd.DataFrame(rows)
+    frame["gain"] = frame["dart"] - frame["bnadapt"]
+    chosen = choose_alpha(frame, paper_alpha=float(config.alpha), max_loss=max_loss)
+    return AlphaChoice(alpha=chosen, kept=float(config.alpha), max_loss=max_loss, table=frame)

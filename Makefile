@@ -19,7 +19,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 	@echo "  variables: PROFILE=$(PROFILE) (make reproduce PROFILE=cpu)"
 
-setup: $(STAMP) ## create .venv/ with the suite installed, plus the OS-level data packages
+setup: $(STAMP) ## create .venv/ with the suite and all its extras installed, plus the OS-level data packages
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@# torch's CUDA build alone is several GiB: say so up front rather than fail mid-install
@@ -30,7 +30,8 @@ $(STAMP): pyproject.toml
 	    exit 1; \
 	  fi; \
 	fi
-	$(PY) -m pip install --quiet --disable-pip-version-check -e . 2>&1 | grep -v "is ignored" || true
+	@# the core and every extra (notebooks, book, ray, dev); the core alone is `pip install .`
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[all]" 2>&1 | grep -v "is ignored" || true
 	@$(PY) -c "import dartlib, torch, papermill, nbval" || { echo "setup: installing the suite failed" >&2; exit 1; }
 	@$(MAKE) --no-print-directory os-packages
 	@touch $@

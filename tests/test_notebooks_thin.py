@@ -32,3 +32,14 @@ def test_code_lines_skip_blanks_and_comments():
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.stem) for p in NOTEBOOKS])
 def test_no_long_code_cell(path: Path):
     assert not long_cells(path), f"{path.name}: cells (index, code lines) over {MAX_LINES}: {long_cells(path)}"
+
+
+def test_notebook_16_prepares_the_test_sets_it_reads_before_it_reads_them():
+    """Run alone on a fresh clone, notebook 16 generates the corrupted sets (no DataMissingError)."""
+
+    [notebook] = [p for p in NOTEBOOKS if p.name.startswith("16_")]
+    cells = json.loads(notebook.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    prepared = code.find("ensure_corrupted(corrupted_dataset")
+    assert prepared >= 0, "notebook 16 reads corrupted_dataset without preparing it (dartlib.data.prepare.ensure_corrupted)"
+    assert prepared < code.find("load(corrupted_dataset")

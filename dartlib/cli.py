@@ -543,9 +543,9 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
 def load_model(spec: str, *, weights: str | None = None):
     """The ``nn.Module`` that ``--model`` names: ``FILE.py:NAME`` or ``package.module:NAME``, NAME
     being a module instance or a callable that returns one (called without arguments); or a
-    ``.pt``/``.pth`` file holding a TorchScript model or a whole pickled module (``torch.save(model)``;
-    unpickling runs code: use files you made). ``weights``: a state dict file (``torch.save(model.
-    state_dict())``) loaded into it."""
+    TorchScript ``.pt``/``.pth`` file (``torch.jit.save``; a pickled module is not read, since
+    unpickling runs the code a file carries). ``weights``: a state dict file
+    (``torch.save(model.state_dict())``, read with ``weights_only=True``) loaded into it."""
     import importlib
     import importlib.util
 
@@ -558,8 +558,10 @@ def load_model(spec: str, *, weights: str | None = None):
             raise SystemExit(f"--model {spec}: no such file")
         try:
             model = torch.jit.load(str(path), map_location="cpu")
-        except RuntimeError:
-            model = torch.load(path, map_location="cpu", weights_only=False)
+        except RuntimeError as err:
+            raise SystemExit(f"--model {spec} is not a TorchScript file ({err.__class__.__name__}): give "
+                             "FILE.py:NAME (the code that builds the model) and --weights with its state dict, or "
+                             "save it with torch.jit.save(torch.jit.script(model), path)") from None
     else:
         where, _, name = spec.rpartition(":")
         if not where or not name:
@@ -879,8 +881,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "unless BNAdapt+DART loses more than --max-loss points on held-out i.i.d. batches",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     choose.add_argument("--model", required=True,
-                        help="FILE.py:NAME or package.module:NAME (a model, or a function returning one), or a .pt file "
-                             "of a saved model (TorchScript or torch.save(model)); it maps float N x C x H x W in [0, 1] "
+                        help="FILE.py:NAME or package.module:NAME (a model, or a function returning one), or a TorchScript "
+                             ".pt file (torch.jit.save); it maps float N x C x H x W in [0, 1] "
                              "to logits and has BatchNorm layers")
     choose.add_argument("--weights", help="a state dict file loaded into --model (torch.save(model.state_dict()))")
     choose.add_argument("--data", required=True,

@@ -126,7 +126,7 @@ def test_resident_cells_equal_the_host_cells(tiny_corrupted, monkeypatch):
     refiner, _ = train_refiner(model, train, DartConfig(n_dir=5, batch_size=16, hidden=20, epochs=1), progress=False)
     cells = [Cell(dataset="fmnistc", shift="lt", shift_param=10.0, corruption="gaussian_noise", severity=5, method=m,
                   refiner=r) for m in ("bnadapt", "tent", "sar") for r in ("none", "dart")]
-    host = engine.TestTimeContext(source=model, refiner=refiner, batch_size=32)
+    host = engine.TestTimeContext(source=model, refiner=refiner, batch_size=32, device="cpu")
     expected = [engine.evaluate_cell(cell, host) for cell in cells]
     device = engine.TestTimeContext(source=model, refiner=refiner, batch_size=32, device=_resident_device(monkeypatch))
     got = [engine.evaluate_cell(cell, device) for cell in cells]
@@ -148,10 +148,10 @@ def test_bf16_precision_is_an_input_of_the_cells(tiny_corrupted):
     model = build("small-cnn", num_classes=10).eval()
     cell = Cell(dataset="fmnistc", shift="lt", shift_param=10.0, corruption="gaussian_noise", severity=5,
                 method="bnadapt", refiner="none")
-    fp32 = TestTimeContext(source=model, refiner=None)
+    fp32 = TestTimeContext(source=model, refiner=None, device="cpu")
     assert fp32.forward_precision() == "fp32"  # the CPU's
-    assert TestTimeContext(source=model, refiner=None, precision="bf16").inputs(cell) != fp32.inputs(cell)
-    assert TestTimeContext(source=model, refiner=None, precision="fp32").inputs(cell) == fp32.inputs(cell)
+    assert TestTimeContext(source=model, refiner=None, device="cpu", precision="bf16").inputs(cell) != fp32.inputs(cell)
+    assert TestTimeContext(source=model, refiner=None, device="cpu", precision="fp32").inputs(cell) == fp32.inputs(cell)
 
 
 def test_resident_source_training_runs_on_device_data(tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from dartlib import devices
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
 from dartlib.data.protocols import TEST_BATCH_SIZE
@@ -68,11 +69,14 @@ def stream_order(labels: np.ndarray, *, shift: str, shift_param: float, seed: in
 @torch.no_grad()
 def bnadapt_streams(
     model: nn.Module, *, dataset: str, corruptions: Sequence[str], shifts: Mapping[str, Sequence[float]],
-    severity: int = 5, seed: int = 0, batch_size: int = TEST_BATCH_SIZE, subset_size: int = 0, device: str = "cpu",
-    progress: bool = False,
+    severity: int = 5, seed: int = 0, batch_size: int = TEST_BATCH_SIZE, subset_size: int = 0,
+    device: str | None = None, progress: bool = False,
 ) -> list[Stream]:
     """f_theta0_bar's per-batch features and logits on every (corruption, shift, parameter) stream
-    (``subset_size``: images per subset of the online-imbalance streams; 0: the paper's N / K)."""
+    (``subset_size``: images per subset of the online-imbalance streams; 0: the paper's N / K),
+    computed on ``device`` (None: the machine's, :func:`dartlib.devices.default_device`) and kept
+    on the CPU."""
+    device = device or devices.default_device()
     frozen = frozen_bn_adapted(model).to(device)
     jobs = [(c, s, float(p)) for c in corruptions for s, params in shifts.items() for p in params]
     out = []
@@ -87,19 +91,33 @@ def bnadapt_streams(
 
 
 def refined_accuracy(stream: Stream, refiner: Refiner | None) -> float:
-    """Accuracy (%) of BNAdapt (``refiner`` None) or BNAdapt + refiner on one stream."""
+    """Accuracy (%) of BNAdapt (``refiner`` None) or BNAdapt + refiner on one stream (its logits,
+    its features and the refiner on one device)."""
     return stream_accuracy(stream.logits, stream.labels, np.arange(len(stream.labels)), batch_size=stream.batch_size,
                            refiner=refiner, features=stream.features)
 
 
+def stream_on(stream: Stream, device: str) -> Stream:
+    """``stream`` with its per-batch logits and features on ``device`` (``stream`` itself where
+    they are there already)."""
+    if all(t.device == torch.device(device) for t in (*stream.logits, *stream.features)):
+        return stream
+    return replace(stream, logits=[t.to(device) for t in stream.logits],
+                   features=[t.to(device) for t in stream.features])
+
+
 def evaluate_refiners(streams: Sequence[Stream], refiners: Mapping[str, Refiner | None], *, dataset: str,
-                      experiment: str, severity: int = 5, seed: int = 0) -> pd.DataFrame:
+                      experiment: str, severity: int = 5, seed: int = 0, device: str | None = None) -> pd.DataFrame:
     """BNAdapt with each named refiner (``None``: plain BNAdapt, refiner label "none") on every
-    stream, in the results schema."""
+    stream, in the results schema. The refiners run on ``device`` (None: the machine's,
+    :func:`dartlib.devices.default_device`), where they are moved (in place, as a test-time context
+    moves them) and each stream's logits are copied once."""
+    device = device or devices.default_device()
     rows = []
-    for stream in streams:
+    for stream in (stream_on(s, device) for s in streams):
         for name, refiner in refiners.items():
             if refiner is not None:
+                refiner.to(device)
                 refiner.reset()
             rows.append({"experiment": experiment, "dataset": dataset, "shift": stream.shift,
                          "shift_param": stream.shift_param, "corruption": stream.corruption, "severity": severity,

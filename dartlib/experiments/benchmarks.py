@@ -207,17 +207,19 @@ def intermediate_data(bench: Benchmark, *, domain: str | None = None, seed: int 
     return load(bench.source_dataset, split="train")
 
 
-def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str = "cpu", arch: str | None = None,
+def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str | None = None, arch: str | None = None,
             recipe: str | None = None, checkpoint: Path | None = None, dart: dict | None = None,
             image_size: int | None = None, note_epochs: int | None = None, with_note: bool = False,
             progress: bool = True) -> TestTimeContext:
     """What every cell of a benchmark (of one source domain) shares: the source model, DART's
-    g_phi and/or DART-split's pair (temperature set as the paper does), NOTE's IABN copy."""
+    g_phi and/or DART-split's pair (temperature set as the paper does), NOTE's IABN copy, all on
+    ``device`` (None: the machine's, :func:`dartlib.devices.default_device`)."""
     from dartlib.dart.intermediate import load_or_train_refiner, logit_statistics
     from dartlib.models.training import load_checkpoint
     from dartlib.tta.note import load_or_finetune_iabn
 
     bench = BENCHMARKS[name]
+    device = device or default_device()
     checkpoint = checkpoint or source_checkpoint(bench, domain=domain, seed=seed, arch=arch, recipe=recipe,
                                                  image_size=image_size, device=device, progress=progress)
     model, _ = load_checkpoint(checkpoint)

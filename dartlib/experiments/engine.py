@@ -30,7 +30,8 @@ from dartlib.dart.refiner import Refiner, config_dict
 from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import DOMAIN_FOLDERS
-from dartlib.devices import default_device, resident
+from dartlib import devices
+from dartlib.devices import resident
 from dartlib.devices import precision as device_precision
 from dartlib.data.protocols import TEST_BATCH_SIZE, batches
 from dartlib.experiments.grid import Cell, parse_params
@@ -113,10 +114,20 @@ class SharedSourceLogits:
 
 
 
+def machine_device() -> str:
+    """Where a context's forwards run unless it is told otherwise: the machine's device,
+    :func:`dartlib.devices.default_device` (``$DART_DEVICE``, else the GPU when there is one, else
+    the CPU), looked up when the context is made."""
+    return devices.default_device()
+
+
 @dataclass
 class TestTimeContext:
     """What every cell of a grid shares at test time: the source model, the refiners, NOTE's IABN
-    copy, the test batch size, the methods' options and where the forwards run."""
+    copy, the test batch size, the methods' options and where the forwards run (``device``, by
+    default the machine's: :func:`machine_device`). A context that differs from another in a few
+    fields (another refiner, batch size or options) is derived from it with :meth:`variant`, which
+    keeps its device and precision."""
 
     __test__ = False  # a library class, not a pytest test class
 
@@ -124,7 +135,7 @@ class TestTimeContext:
     refiner: Refiner | None
     iabn: nn.Module | None = None
     batch_size: int = TEST_BATCH_SIZE
-    device: str = "cpu"
+    device: str = field(default_factory=machine_device)
     options: dict = field(default_factory=dict)  # per-method keyword options
     refiners: dict = field(default_factory=dict)  # further named refiners (e.g. "dart-split")
     share_source: bool = True  # one memoised f_theta0_bar for all cells (see SharedSourceLogits)
@@ -143,6 +154,22 @@ class TestTimeContext:
     # Fields added after ENGINE_REVISION 2, with the value every row before them was computed
     # under: at that value a field leaves the digest as it was, so those rows stay current.
     LATER_FIELDS = {"precision": "fp32"}  # as dartlib.dart.refiner.LATER_FIELDS does for g_phi's settings
+
+    def variant(self, **changes) -> TestTimeContext:
+        """This context with ``changes`` (any of its fields but ``device`` and ``precision``:
+        another refiner, test batch size, options, source model...), on the same device at the same
+        precision. The variant has its own f_theta0_bar memo and resident test sets (made on first
+        use); its dictionaries are copies, so changing one leaves this context's as it was."""
+        settable = {f.name for f in dataclasses.fields(self) if f.init}
+        unknown = sorted(set(changes) - settable)
+        if unknown:
+            raise TypeError(f"TestTimeContext has no field {', '.join(unknown)}; valid: {', '.join(sorted(settable))}")
+        kept = sorted({"device", "precision"} & set(changes))
+        if kept:
+            raise ValueError(f"a variant keeps its context's {' and '.join(kept)}; to run elsewhere, build a "
+                             f"TestTimeContext(...) naming device= (and precision=) instead")
+        copies = {name: dict(getattr(self, name)) for name in ("options", "refiners") if name not in changes}
+        return dataclasses.replace(self, **copies, **changes)
 
     def inputs(self, cell: Cell) -> str:
         """A digest of everything a cell's result depends on besides its key (for
@@ -488,7 +515,7 @@ def prepare_context(
     from dartlib.models.training import check_training_data, load_checkpoint, train_source
     from dartlib.tta.note import iabn_path, load_or_finetune_iabn
 
-    device = device or default_device()
+    device = device or devices.default_device()
     config = settings.dart_config()
     source_dataset, seed = settings["source_dataset"], settings["seed"]
     if trained_only:

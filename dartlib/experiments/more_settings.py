@@ -76,8 +76,9 @@ def run_memo(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
                          extra=f"bn=stored{limit}")
              + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"],
                          extra=f"bn=adapted{limit}"))
-    contexts = {bn: TestTimeContext(source=context.source, refiner=context.refiner, batch_size=s["test_batch_size"],
-                                  options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
+    # the same source model, g_phi and device as ``context``; only MEMO's options and the batch size set here
+    contexts = {bn: context.variant(batch_size=s["test_batch_size"],
+                                    options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
                 for bn, mode in (("stored", "source"), ("adapted", "batch"))}
     return _run(s, cells, lambda c: contexts.get(cell_options(c).get("bn"), context), experiment="app_memo")
 
@@ -85,12 +86,13 @@ def run_memo(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
 def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.DataFrame, str]:
     """BNAdapt with g_phi trained on the distilled set (where it exists) and on a random
     class-balanced subset of the same size, beside notebook 04's g_phi, on the LT streams
-    (``results/<profile>/condensed.csv``); returns the rows and what became of the distilled set."""
+    (``results/<profile>/condensed.csv``); returns the rows and what became of the distilled set.
+    Everything trains and adapts on ``context.device``."""
     s = settings
     model = context.source
     source = s["source_dataset"]
     checkpoint = train_source(dataset=source, arch=s["source_arch"], recipe=s["source_recipe"], seed=s["seed"],
-                              progress=False)
+                              device=context.device, progress=False)
     train = load(source, split="train")
     small = dart_config(s.values, n_dir=s["condensed_n_dir"], epochs=s["condensed_epochs"], per_class=None)
     refiners = {}
@@ -99,19 +101,21 @@ def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.D
     else:
         try:
             distilled = load(f"{source}-condensed", split="train")
-            refiners["dart-condensed"] = load_or_train_refiner(checkpoint, model, distilled, small, progress=False)[0]
+            refiners["dart-condensed"] = load_or_train_refiner(checkpoint, model, distilled, small, device=context.device,
+                                                                progress=False)[0]
             status = f"dart-condensed: trained on {len(distilled.labels)} distilled images"
         except DataMissingError as err:
             status = f"dart-condensed: NOT RUN ({err})"
     ipc = s["condensed_ipc"]
     keep = protocols.class_balanced(train.labels, per_class=ipc, seed=s["seed"])
     subset = Dataset(f"{train.name}-random{ipc}", "train", train.images[keep], train.labels[keep], train.classes)
-    refiners[f"dart-random{ipc}"] = load_or_train_refiner(checkpoint, model, subset, small, progress=False)[0]
+    refiners[f"dart-random{ipc}"] = load_or_train_refiner(checkpoint, model, subset, small, device=context.device,
+                                                                 progress=False)[0]
     streams = bnadapt_streams(model, dataset=s["corrupted_dataset"], corruptions=s["condensed_corruptions"],
                               shifts={"lt": s["lt_rhos"]}, severity=s["severity"], seed=s["seed"],
-                              batch_size=s["test_batch_size"])
+                              batch_size=s["test_batch_size"], device=context.device)
     frame = evaluate_refiners(streams, {"none": None, "dart": context.refiner, **refiners},
                               dataset=s["corrupted_dataset"], experiment="app_condensed", severity=s["severity"],
-                              seed=s["seed"])
+                              seed=s["seed"], device=context.device)
     frame.to_csv(results_dir(s.profile) / "condensed.csv", index=False, float_format="%.4f")
     return frame, status

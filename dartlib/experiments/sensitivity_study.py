@@ -13,7 +13,7 @@ from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
 from dartlib.experiments.ablation_study import ablation_base_config
 from dartlib.experiments.ablations import Stream, bnadapt_streams, evaluate_refiners
-from dartlib.experiments.engine import TestTimeContext, cell_options, evaluate_cell, paired
+from dartlib.experiments.engine import TestTimeContext, cell_options, evaluate_cell, machine_device, paired
 from dartlib.experiments.grid import grid, parse_params, run_grid
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
@@ -30,12 +30,15 @@ def refiner_changes(settings: Settings) -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class SensitivityStudy:
-    """The profile's settings, source model, every named refiner and the BN-adapted LT streams."""
+    """The profile's settings, source model, every named refiner, the BN-adapted LT streams and the
+    test-time context every cell derives from (the source model, the ``base`` refiner, the test
+    batch size and the machine's device)."""
 
     settings: Settings
     setup: SourceSetup
     refiners: dict[str, Refiner]
     streams: list[Stream]
+    context: TestTimeContext
 
     def named(self, prefix: str) -> dict[str, Refiner]:
         """The refiners whose name starts with ``prefix``."""
@@ -47,7 +50,8 @@ class SensitivityStudy:
         s = self.settings
         refiners = self.named(prefix)
         frame = evaluate_refiners(self.streams, {"none": None, **refiners}, dataset=s["corrupted_dataset"],
-                                  experiment="sensitivity", severity=s["severity"], seed=s["seed"])
+                                  experiment="sensitivity", severity=s["severity"], seed=s["seed"],
+                                  device=self.context.device)
         frame["params"] = frame.refiner.map({"none": "", **{k: k for k in refiners}})
         frame["refiner"] = ["none" if r == "none" else "dart" for r in frame.refiner]
         return frame
@@ -60,17 +64,21 @@ class SensitivityStudy:
 
 def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> SensitivityStudy:
     """Every refiner of :func:`refiner_changes` (those not saved beside the checkpoint yet train
-    together, one pass of the frozen classifier per intermediate batch size) and the LT streams."""
+    together, one pass of the frozen classifier per intermediate batch size), the LT streams and the
+    context the cells derive from, all on the machine's device (:func:`dartlib.experiments.engine.machine_device`)."""
+    device = machine_device()
     base = ablation_base_config(settings)
     changes = refiner_changes(settings)
     trained = load_or_train_refiners(setup.checkpoint, setup.model, setup.train,
-                                     [replace(base, **c) for c in changes.values()], progress=False)
+                                     [replace(base, **c) for c in changes.values()], device=device, progress=False)
+    refiners = {name: refiner for name, (refiner, _) in zip(changes, trained)}
     streams = bnadapt_streams(setup.model, dataset=settings["corrupted_dataset"],
                               corruptions=settings["sensitivity_corruptions"], shifts={"lt": settings["lt_rhos"]},
                               severity=settings["severity"], seed=settings["seed"],
-                              batch_size=settings["test_batch_size"])
-    return SensitivityStudy(settings=settings, setup=setup, streams=streams,
-                            refiners={name: refiner for name, (refiner, _) in zip(changes, trained)})
+                              batch_size=settings["test_batch_size"], device=device)
+    context = TestTimeContext(source=setup.model, refiner=refiners["base"], batch_size=settings["test_batch_size"],
+                              device=device)
+    return SensitivityStudy(settings=settings, setup=setup, streams=streams, refiners=refiners, context=context)
 
 
 def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -88,9 +96,8 @@ def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
                     severity=[s["severity"]], method=["tent"], refiner=[refiner], params=params, seed=[s["seed"]])
 
     tent_cells = tent("none", [limit.lstrip(",")]) + tent("dart", [f"{k}{limit}" for k in alpha_refiners])
-    batch = s["test_batch_size"]
-    contexts = {k: TestTimeContext(source=study.setup.model, refiner=r, batch_size=batch) for k, r in alpha_refiners.items()}
-    contexts[""] = TestTimeContext(source=study.setup.model, refiner=None, batch_size=batch)
+    contexts = {k: study.context.variant(refiner=r) for k, r in alpha_refiners.items()}
+    contexts[""] = study.context.variant(refiner=None)
 
     def context(cell):
         alpha = cell_options(cell).get("alpha")
@@ -131,9 +138,10 @@ def run_epochs_imb(study: SensitivityStudy) -> pd.DataFrame:
     streams = bnadapt_streams(study.setup.model, dataset=s["corrupted_dataset"],
                               corruptions=s["sensitivity_corruptions"], shifts={"online-imb": s["epochs_imb_irs"]},
                               severity=s["severity"], seed=s["seed"], batch_size=s["test_batch_size"],
-                              subset_size=subset)
+                              subset_size=subset, device=study.context.device)
     frame = evaluate_refiners(streams, {"none": None, **study.named("epochs=")}, dataset=s["corrupted_dataset"],
-                              experiment="sensitivity_epochs_imb", severity=s["severity"], seed=s["seed"])
+                              experiment="sensitivity_epochs_imb", severity=s["severity"], seed=s["seed"],
+                              device=study.context.device)
     frame["params"] = [f"subset={subset}" + ("" if r == "none" else f",{r}") for r in frame.refiner]
     frame["refiner"] = ["none" if r == "none" else "dart" for r in frame.refiner]
     frame.to_csv(results_dir(s.profile) / "sensitivity_epochs_imb.csv", index=False, float_format="%.4f")
@@ -145,7 +153,7 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
     streams, through the grid runner (``results/<profile>/sensitivity_batch.csv``); ``column``
     holds the test batch size."""
     s = study.settings
-    context = TestTimeContext(source=study.setup.model, refiner=study.refiners["base"], batch_size=s["test_batch_size"])
+    context = study.context  # the ``base`` refiner at the profile's test batch size (cells set their own)
     limit = study.stream_limit()
     cells = paired(grid(dataset=[s["corrupted_dataset"]], shift=["none"], shift_param=[None],
                         corruption=s["tent_corruptions"], severity=[s["severity"]],

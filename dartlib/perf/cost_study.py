@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dartlib import devices
 from dartlib.dart.intermediate import load_or_train_refiner, refiner_path, train_refiner
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
@@ -43,13 +44,15 @@ class CostStudy:
 
 def prepare_costs(settings: Settings) -> CostStudy:
     """The source model, notebook 04's g_phi (trained if absent) and the first ``cost_stream_limit``
-    images of the balanced ``cost_corruption`` stream in i.i.d. order."""
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    device_name = (torch.cuda.get_device_name() if device == "cuda"
+    images of the balanced ``cost_corruption`` stream in i.i.d. order, timed on the machine's device
+    (:func:`dartlib.devices.default_device`: ``$DART_DEVICE``, else the GPU when there is one)."""
+    device = devices.default_device()
+    device_name = (torch.cuda.get_device_name(device) if devices.resident(device)
                    else f"CPU, {torch.get_num_threads()} torch threads")
     setup = prepare_source(settings=settings)
     config = dart_config(settings.values)
-    refiner, _ = load_or_train_refiner(setup.checkpoint, setup.model, setup.train, config, progress=False)
+    refiner, _ = load_or_train_refiner(setup.checkpoint, setup.model, setup.train, config, device=device,
+                                       progress=False)
     test = load(settings["corrupted_dataset"], corruption=settings["cost_corruption"], severity=settings["severity"])
     order = protocols.iid_order(test.labels, seed=settings["seed"])
     limit = settings["cost_stream_limit"]

@@ -1,0 +1,218 @@
+"""Every test-time context and every stream evaluation of the notebooks' experiments runs on the
+machine's device, decided in one place (:func:`dartlib.devices.default_device`: ``$DART_DEVICE``,
+else the GPU when there is one): the hand-built contexts of notebooks 08 and 09 derive from one
+context (:meth:`TestTimeContext.variant`, which keeps device and precision), the BN-adapted streams
+and the refiners over them run where they are told, and the cost study times where that says.
+Here :func:`default_device` answers a device no machine has, and each path must hand it on; the
+cells' input digests stay those of the contexts built by hand before, so committed rows stay current."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
+from dartlib.experiments import ablations, engine, more_settings, sensitivity_study
+from dartlib.experiments.engine import TestTimeContext
+from dartlib.experiments.settings import Settings
+from dartlib.models.backbones import small_cnn
+from dartlib.perf import cost_study
+
+SENTINEL = "sentinel:7"  # a device no machine has: only default_device() can have named it
+
+
+@pytest.fixture()
+def sentinel(monkeypatch) -> str:
+    """:func:`dartlib.devices.default_device`, and every alias of it a dartlib module imported,
+    answering :data:`SENTINEL`."""
+    import dartlib.devices
+
+    original = dartlib.devices.default_device
+    for name, module in list(sys.modules.items()):
+        if (name == "dartlib" or name.startswith("dartlib.")) and getattr(module, "default_device", None) is original:
+            monkeypatch.setattr(module, "default_device", lambda: SENTINEL)
+    return SENTINEL
+
+
+def _refiner(alpha: float = 0.1) -> Refiner:
+    torch.manual_seed(0)
+    return Refiner(module=RefinementModule(10, hidden=8), config=DartConfig(alpha=alpha))
+
+
+def _settings() -> Settings:
+    return Settings.from_profile("cpu", corrupted_dataset="fmnistc", memo_corruptions=["gaussian_noise"],
+                                 tent_corruptions=["gaussian_noise"], sensitivity_corruptions=["gaussian_noise"],
+                                 condensed_corruptions=["gaussian_noise"], lt_rhos=[10], alpha_values=[0.1, 1.0],
+                                 test_batches=[16, 64], hyper_int_batches=[64], hyper_hidden=[100],
+                                 epochs_grid=[5], epochs_imb_irs=[50])
+
+
+def test_a_context_made_without_a_device_is_on_the_machines_device(sentinel):
+    context = TestTimeContext(source=small_cnn(10, width=4).eval(), refiner=None)
+    assert context.device == sentinel
+    assert TestTimeContext(source=context.source, refiner=None, device="cpu").device == "cpu"
+
+
+def test_a_variant_keeps_device_and_precision_and_copies_its_dictionaries():
+    base = TestTimeContext(source=small_cnn(10, width=4).eval(), refiner=_refiner(), device=SENTINEL,
+                           precision="bf16", options={"tent": {"lr": 1e-3}})
+    other = base.variant(refiner=None, batch_size=16)
+    assert (other.device, other.precision, other.batch_size, other.refiner) == (SENTINEL, "bf16", 16, None)
+    assert other.source is base.source and other.options == base.options and other.options is not base.options
+    assert other._shared is None and other._resident == {}
+    with pytest.raises(ValueError, match="keeps its context's device"):
+        base.variant(device="cpu")
+    with pytest.raises(TypeError, match="no field batch; valid: .*batch_size"):
+        base.variant(batch=16)
+
+
+def _former(source, refiner, *, batch_size: int, options: dict | None = None) -> TestTimeContext:
+    """A context as notebooks 08 and 09 built theirs by hand before (on the CPU)."""
+    return TestTimeContext(source=source, refiner=refiner, batch_size=batch_size, device="cpu", options=options or {})
+
+
+def test_notebook_09_memo_contexts_derive_from_the_table1_context(sentinel, tiny_corrupted, monkeypatch):
+    """MEMO's two contexts take the device of the context they derive from (the machine's), and
+    every cell's input digest is the one the hand-built contexts gave."""
+    s = _settings()
+    source, refiner = small_cnn(10, width=4).eval(), _refiner()
+    # as prepare_context(with_note=False) makes it, with no device named
+    base = TestTimeContext(source=source, refiner=refiner, batch_size=s["test_batch_size"],
+                           options={"memo": {"n_augmentations": s["memo_augmentations"]}})
+    seen = {}
+    monkeypatch.setattr(more_settings, "_run", lambda settings, cells, context_of, **_: seen.update(
+        cells=cells, context_of=context_of))
+    more_settings.run_memo(settings=s, context=base)
+    memo_cells = [c for c in seen["cells"] if c.method == "memo"]
+    assert memo_cells and all(seen["context_of"](c).device == sentinel for c in seen["cells"])
+    for cell in memo_cells:
+        mode = {"stored": "source", "adapted": "batch"}[engine.cell_options(cell)["bn"]]
+        former = _former(source, refiner, batch_size=s["test_batch_size"],
+                         options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
+        assert seen["context_of"](cell).inputs(cell) == former.inputs(cell)
+
+
+def test_notebook_09_condensed_refiners_train_and_run_on_the_contexts_device(sentinel, tmp_path, monkeypatch):
+    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+
+    s = _settings()
+    context = TestTimeContext(source=small_cnn(10, width=4).eval(), refiner=_refiner())
+    assert context.device == sentinel
+    devices = {}
+    train = Dataset("toy", "train", np.zeros((100, 32, 32, 3), np.uint8), np.repeat(np.arange(10), 10), CIFAR10_CLASSES)
+    s = s.replace(condensed_ipc=5)
+
+    def recorded(what, result):
+        def call(*args, device=None, **kwargs):
+            devices[what] = device
+            return result() if callable(result) else result
+        return call
+
+    monkeypatch.setattr(more_settings, "train_source", recorded("train_source", None))
+    monkeypatch.setattr(more_settings, "load", lambda *args, **kwargs: train)
+    monkeypatch.setattr(more_settings, "SOURCES", {})  # no condensed set: only the random subset's g_phi
+    monkeypatch.setattr(more_settings, "load_or_train_refiner", recorded("refiner", lambda: (_refiner(), {})))
+    monkeypatch.setattr(more_settings, "bnadapt_streams", recorded("streams", []))
+    monkeypatch.setattr(more_settings, "evaluate_refiners", recorded("refiners", pd.DataFrame))
+    monkeypatch.setattr(more_settings, "results_dir", lambda profile: tmp_path)
+    more_settings.run_condensed(settings=s, context=context)
+    assert devices == {"train_source": sentinel, "refiner": sentinel, "streams": sentinel, "refiners": sentinel}
+
+
+def test_notebook_08_contexts_streams_and_refiners_are_on_the_machines_device(sentinel, tiny_corrupted, tmp_path,
+                                                                              monkeypatch):
+    """prepare_sensitivity trains g_phi, computes the streams and makes the context on the machine's
+    device; the alpha table's and the test-batch table's contexts derive from that context, with
+    the input digests the hand-built ones gave."""
+    s = _settings()
+    source = small_cnn(10, width=4).eval()
+    calls = []
+
+    def refiners(checkpoint, model, train, configs, *, device=None, **_):
+        calls.append(("refiners", device))
+        return [(_refiner(c.alpha), {}) for c in configs]
+
+    def streams(model, *, device=None, **_):
+        calls.append(("streams", device))
+        return []
+
+    def evaluate(streams, named, *, device=None, **_):
+        calls.append(("evaluate", device))
+        return pd.DataFrame({"refiner": list(named), "params": ""})
+
+    for name, fake in (("load_or_train_refiners", refiners), ("bnadapt_streams", streams),
+                       ("evaluate_refiners", evaluate)):
+        monkeypatch.setattr(sensitivity_study, name, fake)
+    monkeypatch.setattr(sensitivity_study, "results_dir", lambda profile: tmp_path)
+    grids = []
+    monkeypatch.setattr(sensitivity_study, "run_grid", lambda cells, run, **kw: grids.append((cells, kw["inputs"]))
+                        or pd.DataFrame({"refiner": [c.refiner for c in cells], "params": [c.params for c in cells],
+                                         "experiment": "", "corruption": "", "shift": "", "shift_param": 0.0,
+                                         "method": [c.method for c in cells]}))
+    setup = SimpleNamespace(model=source, checkpoint=tmp_path / "source.pt", train=None)
+    study = sensitivity_study.prepare_sensitivity(settings=s, setup=setup)
+    assert study.context.device == sentinel
+    sensitivity_study.run_alpha(study)
+    sensitivity_study.run_epochs_imb(study)
+    sensitivity_study.run_test_batches(study)
+    assert calls and all(device == sentinel for _, device in calls), calls
+    assert {what for what, _ in calls} == {"refiners", "streams", "evaluate"}
+    (alpha_cells, alpha_inputs), (batch_cells, batch_inputs) = grids
+    batch = s["test_batch_size"]
+    for cell in alpha_cells:
+        alpha = engine.cell_options(cell).get("alpha")
+        former = _former(source, None if alpha is None else study.refiners[f"alpha={alpha}"], batch_size=batch)
+        assert alpha_inputs(cell) == former.inputs(cell)
+    for cell in batch_cells:
+        assert batch_inputs(cell) == _former(source, study.refiners["base"], batch_size=batch).inputs(cell)
+
+
+class _Recorder:
+    """Stands for a model or a refiner: records where it is moved."""
+
+    def __init__(self) -> None:
+        self.moved_to: list[str] = []
+
+    def to(self, device):
+        self.moved_to.append(device)
+        return self
+
+    def reset(self) -> None:
+        pass
+
+
+def test_bn_adapted_streams_and_refiners_default_to_the_machines_device(sentinel, monkeypatch):
+    frozen = _Recorder()
+    monkeypatch.setattr(ablations, "frozen_bn_adapted", lambda model: frozen)
+    assert ablations.bnadapt_streams(torch.nn.Identity(), dataset="fmnistc", corruptions=[], shifts={}) == []
+    assert frozen.moved_to == [sentinel]
+    refiner, moved = _Recorder(), []
+    monkeypatch.setattr(ablations, "stream_on", lambda stream, device: moved.append(device) or stream)
+    monkeypatch.setattr(ablations, "refined_accuracy", lambda stream, refiner: 50.0)
+    stream = ablations.Stream("lt", 10.0, "fog", np.zeros(4, np.int64), [], [], 4)
+    frame = ablations.evaluate_refiners([stream], {"none": None, "dart": refiner}, dataset="fmnistc", experiment="t")
+    assert moved == [sentinel] and refiner.moved_to == [sentinel] and len(frame) == 2
+
+
+def test_stream_on_moves_nothing_already_there():
+    logits = [torch.zeros(4, 10)]
+    stream = ablations.Stream("lt", 10.0, "fog", np.zeros(4, np.int64), logits, [], 4)
+    assert ablations.stream_on(stream, "cpu") is stream and stream.logits[0] is logits[0]
+
+
+def test_the_cost_study_times_on_the_machines_device(sentinel, monkeypatch):
+    s = _settings()
+    labels = np.repeat(np.arange(10), 4)
+    moved = []
+    monkeypatch.setattr(cost_study, "prepare_source", lambda settings: SimpleNamespace(
+        model=None, checkpoint=None, train=None))
+    monkeypatch.setattr(cost_study, "load_or_train_refiner", lambda *a, device=None, **kw: (moved.append(device), {}))
+    monkeypatch.setattr(cost_study, "load", lambda *a, **kw: SimpleNamespace(labels=labels, images=np.zeros((40, 1))))
+    study = cost_study.prepare_costs(s)
+    assert study.device == sentinel and moved == [sentinel]
+    assert study.device_name.startswith("CPU")  # not a GPU's name: the device is not one

@@ -433,21 +433,11 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     backend = args.backend or settings.get("grid_backend", "local")
     if backend == "ray" and not args.status:
         return _grid_on_ray(args, cells, prepare, settings)
-    # --status and --rekey train nothing: they load the trained inputs for their digests
-    context, meta = prepare(settings=settings, progress=True, trained_only=args.status or args.rekey)[:2]
+    # --status trains nothing: it loads the trained inputs for their digests
+    context, meta = prepare(settings=settings, progress=True, trained_only=args.status)[:2]
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
-    if args.rekey:
-        from dartlib.experiments.grid import rekey
-
-        counts = rekey(cells, lambda cell: evaluate_cell(cell, context), path=path, legacy=context.legacy_inputs,
-                       current=context.inputs,
-                       sample_by=lambda c: f"{c.dataset}/{c.corruption}/{c.severity}" if args.rekey == "per-set" else "")
-        print(f"{path}: {counts['rekeyed']} rows re-keyed after {counts['sampled']} recomputed samples "
-              f"({counts['failed']} differed); {counts['unchanged']} already current; {counts['stale']} stale "
-              f"(the grid recomputes them)")
-        return 0
     if args.status:
         table = grid_status(cells, path=path, inputs=context.inputs)
         print(table.to_string())
@@ -743,10 +733,6 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.add_argument("--methods", help="comma-separated methods to keep (e.g. note,sar: split the slow ones across workers)")
     grid_.add_argument("--status", action="store_true",
                        help="count current, stale and missing cells per method and refiner, and compute nothing")
-    grid_.add_argument("--rekey", nargs="?", const="per-set", choices=["per-set", "one"],
-                       help="give rows stored under engine revision 1's digest today's digest, once one recomputed "
-                            "cell per test set (per-set, the default) or one cell of the file (one: where another "
-                            "grid's samples have shown the test sets) equals its stored accuracy; the others stay stale")
     grid_.add_argument("--backend", choices=["local", "ray"],
                        help="local (default, or the profile's grid_backend): this process; ray: Ray workers "
                             "(docs/scale-out.md)")

@@ -468,7 +468,7 @@ def test_ctrl_c_on_grid_prints_the_resume_command(monkeypatch, capsys):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    context = SimpleNamespace(inputs=lambda cell: "", legacy_inputs=None)
+    context = SimpleNamespace(inputs=lambda cell: "")
     _patch_table1_prepare(monkeypatch, lambda **kw: (context, {"arch": "x", "clean_test_accuracy": 0.0}))
     monkeypatch.setattr(grid, "run_grid", interrupted)
     argv = ["grid", "table1", "--profile", "smoke", "--methods", "bnadapt"]

@@ -182,26 +182,6 @@ class TestTimeContext:
         value = getattr(self, name)
         return _state_digest(value) if isinstance(value, nn.Module) else repr(value)
 
-    def legacy_inputs(self, cell: Cell) -> str:
-        """The digest of engine revision 1 (trained inputs, options and method revision only):
-        kept only to recognise the rows stored before :data:`ENGINE_REVISION` 2, which
-        ``python -m dartlib grid EXPERIMENT --rekey`` re-keys after recomputing a sample of them."""
-        parts = [_state_digest(self.source)]
-        if cell.refiner != "none":
-            refiner = {"dart": self.refiner, **self.refiners}.get(cell.refiner)
-            if refiner is not None:
-                parts.append(_state_digest(refiner.module) + repr(sorted(config_dict(refiner.config).items())))
-                parts.append(f"T={refiner.temperature},adaptive={refiner.adaptive_temperature}")
-                if refiner.detector is not None:
-                    parts.append(_state_digest(refiner.detector))
-        if cell.method == "note" and self.iabn is not None:
-            parts.append(_state_digest(self.iabn))
-        parts.append(repr(sorted(self.options.get(cell.method, {}).items())))
-        revision = tta.METHODS[cell.method].revision
-        if revision:
-            parts.append(f"{cell.method}@{revision}")
-        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
-
     def forward_precision(self) -> str:
         """:attr:`precision`, or the device's (:func:`dartlib.devices.precision`)."""
         return self.precision or device_precision(self.device)
@@ -272,8 +252,8 @@ class TestTimeContext:
 
 
 # Bumped when the engine's computation of a cell changes; part of every cell's input digest.
-# 2: the digest itself covers every context field and the test stream (rows of 1 are re-keyed by
-# ``grid --rekey`` once a recomputed sample shows them current).
+# 2: the digest itself covers every context field and the test stream (rows of 1 are stale: they
+# are recomputed, never re-keyed).
 ENGINE_REVISION = 2
 
 _DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

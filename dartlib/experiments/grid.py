@@ -5,7 +5,9 @@ combination. ``run_grid`` appends each finished cell to ``results/<profile>/<exp
 (rewritten to a temporary file and renamed, so the file is always complete), skips the cells
 already there, and therefore resumes an interrupted run. Cells are independent, so a grid can be
 split across processes or machines by handing each a subset of cells (:func:`shard`); processes
-sharing one results file take a lock around each append, so none overwrites another's rows.
+sharing one results file take a lock around each append, so none overwrites another's rows, and
+claim each cell before computing it (:class:`CellClaims`), so that N processes started on one grid
+compute each cell once.
 To use more cores, GPUs or machines, :func:`dartlib.experiments.distributed.run_grid_ray` runs the
 cells on Ray workers and stores the same rows (docs/scale-out.md).
 
@@ -234,19 +236,73 @@ def run_grid(
     with another digest is recomputed (see the module docstring). ``reuse``: other results files
     whose rows of the same cell, stored with the same known digest, are copied (under this
     ``experiment``) instead of computed. Returns the results of all requested cells, in the order
-    requested (not the order they were computed or borrowed in)."""
+    requested (not the order they were computed or borrowed in).
+
+    Processes running on the same ``path`` share the work: each claims a cell before computing it
+    (:class:`CellClaims`), skips the cells another process holds and, once through its list, waits
+    for those and computes only the ones still not current (their process ended first). Each cell
+    is computed once, and the file ends with the rows one process alone would have written."""
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     todo = pending_cells(cells, path=path, experiment=experiment, digests=digests, reuse=reuse)
     # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
-    bar = tqdm(todo, desc=experiment, unit="cell", **({} if progress else {"disable": True}))
-    for cell in bar:
-        bar.set_postfix_str(cell.label())
-        start = time.perf_counter()
-        result = evaluate(cell)
-        store_row(cell, result, path=path, experiment=experiment, seconds=time.perf_counter() - start,
-                  digest=digests.get(cell.key, ""))
+    bar = tqdm(total=len(todo), desc=experiment, unit="cell", **({} if progress else {"disable": True}))
+    with CellClaims(path) as claims:
+        held = []
+        for wait, queue in ((False, todo), (True, held)):
+            for cell in queue:
+                if not claims.claim(cell.key, wait=wait):
+                    held.append(cell)  # another process computes it now: look again at the end
+                    continue
+                try:
+                    if _states([cell], path, digests) != ["current"]:  # not stored meanwhile by another
+                        bar.set_postfix_str(cell.label())
+                        start = time.perf_counter()
+                        result = evaluate(cell)
+                        store_row(cell, result, path=path, experiment=experiment,
+                                  seconds=time.perf_counter() - start, digest=digests.get(cell.key, ""))
+                finally:
+                    claims.release(cell.key)
+                bar.update()
+    bar.close()
     return stored_rows(cells, path=path)
+
+
+class CellClaims:
+    """Claims on the cells of one results file, shared by every process computing it: a byte-range
+    lock (``fcntl``) per cell key in ``.<results file>.claims.lock`` beside it. The kernel releases
+    a process's claims when it ends, however it ends (a kill -9 included), so a claim never
+    outlives the process that made it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path).with_name(f".{Path(path).name}.claims.lock")
+        self._file = None
+
+    def __enter__(self) -> CellClaims:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()  # releases every claim still held
+        self._file = None
+
+    @staticmethod
+    def _offset(key: str) -> int:
+        return int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)  # < 2**60: a valid file offset
+
+    def claim(self, key: str, *, wait: bool = False) -> bool:
+        """Claim the cell ``key``: True when this process now holds it; False when another does
+        (with ``wait``, block until that one releases it or ends, then hold it)."""
+        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            fcntl.lockf(self._file, flags, 1, self._offset(key))
+        except (BlockingIOError, PermissionError):
+            return False
+        return True
+
+    def release(self, key: str) -> None:
+        fcntl.lockf(self._file, fcntl.LOCK_UN, 1, self._offset(key))
 
 
 def pending_cells(cells: list[Cell], *, path: Path, experiment: str, digests: dict[str, str],

@@ -34,6 +34,12 @@ class DamagedFileError(RuntimeError):
         super().__init__(f"{path} is damaged: {problem}. Remedy: {remedy}")
 
 
+class CacheDiscardedWarning(UserWarning):
+    """A cache that failed its check when read (what made it, the digest of its contents stored
+    beside it, or a recomputed spot check): it was discarded and is being rebuilt from fresh
+    computations; the message names the file."""
+
+
 def committed_remedy(path: Path | str) -> str:
     """The remedy for a damaged file that is part of the repository."""
     return f"restore it with `git checkout -- {path}`"

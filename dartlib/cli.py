@@ -206,6 +206,10 @@ def _cmd_refresh(args: argparse.Namespace) -> int:
 
     runs = refresh_notebooks(args.notebooks)
     print(format_summary(runs))
+    for r in runs:
+        if r.status == "failed":  # the committed copy is left as it was
+            print(f"FAILED: notebook {r.notebook} (left as committed): {(str(r.detail).splitlines() or [''])[0]}",
+                  file=sys.stderr)
     return 1 if any(r.status == "failed" for r in runs) else 0
 
 
@@ -383,6 +387,9 @@ def _cmd_artefacts(args: argparse.Namespace) -> int:
 def _cmd_reference(args: argparse.Namespace) -> int:
     from dartlib.reporting import reference
 
+    from dartlib.schema import checked_profile
+
+    checked_profile(args.profile)  # an unknown name lists the valid ones (exit 2)
     if args.action == "update":
         _writable(_repo_folder("tests", "golden", args.profile))
         print(f"stored the results of profile {args.profile} in {reference.update_reference(args.profile)}")
@@ -922,11 +929,14 @@ def main(argv: list[str] | None = None) -> int:
     except NotADirectoryError as err:
         print(f"error: {err.strerror}", file=sys.stderr)
         return EXIT_NOT_WRITABLE
+    except FileExistsError as err:  # a new folder was asked for (travel copy --out): the message names it
+        print(f"error: {err.strerror if err.filename else _first_line(err)}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as err:  # no space, no permission, a read-only device: the path and what to free or change
         problem = as_write_error(err)
         if problem is None:
-            where = f"{err.filename}: " if err.filename else ""
-            problem = f"{where}{err.strerror or _first_line(err)}; check that the path can be read and written"
+            problem = (f"{err.filename}: {err.strerror}; check that the path can be read and written" if err.filename
+                       else err.strerror or _first_line(err))
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_NOT_WRITABLE
     except (json.JSONDecodeError, lzma.LZMAError) as err:  # a reader that did not name its file

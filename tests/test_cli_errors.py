@@ -176,6 +176,8 @@ def bad_inputs(tmp_path_factory):
     packed = lzma.compress(b"DARTPACK" + os.urandom(50_000))
     (root / "damaged.xz").write_bytes(packed[: len(packed) // 2])
     (root / "plain.xz").write_bytes(lzma.compress(b"not a packed folder"))
+    (root / "nonempty").mkdir()
+    (root / "nonempty" / "x").write_text("")
     assert manifest.is_file()
     return root
 
@@ -204,6 +206,11 @@ CASES = [  # (name, environment, argv, exit status, words of the line)
     ("DART_DEVICE=tpu", {"DART_DEVICE": "tpu"}, ["bench", "models"], 2, "DART_DEVICE='tpu': valid: cpu, cuda"),
     ("run --publish on smoke", {}, ["run", "--profile", "smoke", "--publish", "01"], 2,
      "run --publish: the smoke profile's executed notebooks are the committed ones"),
+    ("travel copy into a folder in use", {}, ["travel", "copy", "--out", "{bad}/nonempty"], 2,
+     "nonempty is not empty: give a new folder"),
+    ("a data root where no file can be made", {"DART_DATA_DIR": "/proc/no-such-root"}, ["data", "download", "fmnist"],
+     5, "cannot write /proc/no-such-root: no file can be created in /proc"),
+    ("reference check: unknown profile", {}, ["reference", "check", "--profile", "smoek"], 2, "unknown profile 'smoek'"),
     ("grid --rekey (removed)", {}, ["grid", "table1", "--profile", "smoke", "--rekey"], 2,
      "unrecognized argument: --rekey"),
 ]
@@ -213,7 +220,7 @@ CASES = [  # (name, environment, argv, exit status, words of the line)
 def test_python_m_dartlib_answers_bad_input_with_one_line(bad_inputs, tmp_path, name, env, argv, code, words):
     argv = [a.format(bad=bad_inputs, out=tmp_path / "out") for a in argv]
     environ = {k: v for k, v in os.environ.items() if k not in VARIABLES}
-    environ.update({"PYTHONPATH": str(REPO), "DART_DATA_DIR": str(tmp_path / "data"), **env})
+    environ.update({"PYTHONPATH": str(REPO), "DART_DATA_DIR": str(tmp_path / "data"), "TQDM_DISABLE": "1", **env})
     done = subprocess.run([sys.executable, "-m", "dartlib", *argv], capture_output=True, text=True, env=environ,
                           cwd=tmp_path, timeout=300)
     assert done.returncode == code, done.stderr

@@ -135,8 +135,9 @@ def check_writable(folder: Path, *, change: str = "") -> Path:
             os.close(fd)
     except OSError as err:
         problem = as_write_error(err, folder, change)
-        if problem is None:
-            raise
+        if problem is None:  # not space or permission: a folder where no file can be made (/proc, /sys)
+            raise OSError(f"cannot write {folder}: no file can be created in {place} ({err.strerror}); "
+                          f"{change or 'give a folder on a writable device'}") from None
         raise problem from None
     finally:
         try:

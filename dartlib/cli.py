@@ -25,6 +25,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def part_size_mib(text: str) -> float:
+    """An argparse type: a part size in MiB, a finite number of at least one byte."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in MiB such as 16, got {text!r}") from None
+    if not (value * 1024 * 1024 >= 1 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a size in MiB of at least one byte (such as 16), got {text}")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """An argparse type: a finite number >= 0."""
     try:
@@ -121,6 +132,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dartlib.schema import checked_profile
 
     checked_profile(args.profile)
+    if args.publish:
+        from dartlib.runner import published_dir
+
+        published_dir(args.profile)  # refused before anything is written where a profile keeps none
     overrides = {}
     if args.overrides:
         overrides.update(read_overrides(args.overrides))
@@ -191,6 +206,10 @@ def _cmd_refresh(args: argparse.Namespace) -> int:
 
     runs = refresh_notebooks(args.notebooks)
     print(format_summary(runs))
+    for r in runs:
+        if r.status == "failed":  # the committed copy is left as it was
+            print(f"FAILED: notebook {r.notebook} (left as committed): {(str(r.detail).splitlines() or [''])[0]}",
+                  file=sys.stderr)
     return 1 if any(r.status == "failed" for r in runs) else 0
 
 
@@ -368,6 +387,9 @@ def _cmd_artefacts(args: argparse.Namespace) -> int:
 def _cmd_reference(args: argparse.Namespace) -> int:
     from dartlib.reporting import reference
 
+    from dartlib.schema import checked_profile
+
+    checked_profile(args.profile)  # an unknown name lists the valid ones (exit 2)
     if args.action == "update":
         _writable(_repo_folder("tests", "golden", args.profile))
         print(f"stored the results of profile {args.profile} in {reference.update_reference(args.profile)}")
@@ -433,21 +455,11 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     backend = args.backend or settings.get("grid_backend", "local")
     if backend == "ray" and not args.status:
         return _grid_on_ray(args, cells, prepare, settings)
-    # --status and --rekey train nothing: they load the trained inputs for their digests
-    context, meta = prepare(settings=settings, progress=True, trained_only=args.status or args.rekey)[:2]
+    # --status trains nothing: it loads the trained inputs for their digests
+    context, meta = prepare(settings=settings, progress=True, trained_only=args.status)[:2]
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
-    if args.rekey:
-        from dartlib.experiments.grid import rekey
-
-        counts = rekey(cells, lambda cell: evaluate_cell(cell, context), path=path, legacy=context.legacy_inputs,
-                       current=context.inputs,
-                       sample_by=lambda c: f"{c.dataset}/{c.corruption}/{c.severity}" if args.rekey == "per-set" else "")
-        print(f"{path}: {counts['rekeyed']} rows re-keyed after {counts['sampled']} recomputed samples "
-              f"({counts['failed']} differed); {counts['unchanged']} already current; {counts['stale']} stale "
-              f"(the grid recomputes them)")
-        return 0
     if args.status:
         table = grid_status(cells, path=path, inputs=context.inputs)
         print(table.to_string())
@@ -798,7 +810,7 @@ def build_parser() -> argparse.ArgumentParser:
     tsplit = travel.add_parser("split", help="a file in parts of at most 16 MiB plus a sha256 manifest")
     tsplit.add_argument("file", type=Path)
     tsplit.add_argument("--out", required=True, type=Path, help="folder for the parts and the manifest")
-    tsplit.add_argument("--part-mib", type=float, default=16.0, help="the largest part, MiB (default 16)")
+    tsplit.add_argument("--part-mib", type=part_size_mib, default=16.0, help="the largest part, MiB (default 16)")
     tsplit.set_defaults(func=_cmd_travel_split)
     tjoin = travel.add_parser("join", help="join parts, checking every part's and the whole file's sha256")
     tjoin.add_argument("manifest", type=Path, help="the <file>.parts.json written by `travel split`")
@@ -850,10 +862,6 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.add_argument("--methods", help="comma-separated methods to keep (e.g. note,sar: split the slow ones across workers)")
     grid_.add_argument("--status", action="store_true",
                        help="count current, stale and missing cells per method and refiner, and compute nothing")
-    grid_.add_argument("--rekey", nargs="?", const="per-set", choices=["per-set", "one"],
-                       help="give rows stored under engine revision 1's digest today's digest, once one recomputed "
-                            "cell per test set (per-set, the default) or one cell of the file (one: where another "
-                            "grid's samples have shown the test sets) equals its stored accuracy; the others stay stale")
     grid_.add_argument("--backend", choices=["local", "ray"],
                        help="local (default, or the profile's grid_backend): this process; ray: Ray workers "
                             "(docs/scale-out.md)")
@@ -972,8 +980,61 @@ def threading_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+# Exit statuses (docs/cli.md lists them): what a script calling the suite can rely on.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MISSING, EXIT_DAMAGED, EXIT_NOT_WRITABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
+
+
+def _one_line_warnings():
+    """The suite's warnings (stale rows recomputed, a cache discarded) as one ``warning:`` line on
+    stderr each, while a command runs."""
+    import contextlib
+    import warnings
+
+    @contextlib.contextmanager
+    def installed():
+        show = warnings.showwarning
+
+        def one_line(message, category, filename, lineno, file=None, line=None):
+            if category.__module__.startswith("dartlib"):
+                print(f"warning: {message}", file=sys.stderr if file is None else file)
+            else:
+                show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = one_line
+        try:
+            yield
+        finally:
+            warnings.showwarning = show
+
+    return installed()
+
+
+def _where(err: BaseException) -> str:
+    """``file:line in function`` of the innermost frame of ``err``'s traceback in the suite's code."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if "dartlib" in f.filename.replace("\\", "/")]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at {Path(f.filename).name}:{f.lineno} in {f.name})"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``python -m dartlib``: the command's exit status; every error is one line on stderr naming the
+    file or variable, what is wrong and the remedy (exit statuses: :data:`EXIT_USAGE` and the others
+    above, listed in docs/cli.md)."""
+    import json
+    import lzma
+
     from dartlib.data.files import DamagedFileError, as_write_error
+    from dartlib.data.travel import PartsError
+    from dartlib.environment import EnvironmentSettingError, check_environment, setting
     from dartlib.profiles import ProfileError
 
     global _ARGV
@@ -984,26 +1045,48 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         _unknown_options(parser, args, extra)
     try:
-        return args.func(args)
+        check_environment()  # every variable the suite reads, before anything is written
+    except EnvironmentSettingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with _one_line_warnings():
+            return args.func(args)
     except KeyboardInterrupt:
         hint = f"; resume with: python -m dartlib {shlex.join(argv)}" if args.command in RESUMABLE else ""
         print(f"interrupted{hint}", file=sys.stderr)
-        return 130
-    except DamagedFileError as err:
+        return EXIT_INTERRUPTED
+    except (DamagedFileError, PartsError) as err:  # each names the file, what is wrong and the remedy
         print(f"error: {err}", file=sys.stderr)
-        return 4
-    except (UnknownNameError, ProfileError) as err:  # bad settings: nothing was computed or written
+        return EXIT_DAMAGED
+    except (UnknownNameError, ProfileError, EnvironmentSettingError) as err:  # bad settings: nothing computed
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except FileNotFoundError as err:  # DataMissingError says what is missing and how to get it
-        print(f"error: {err}", file=sys.stderr)
-        return 3
+        text = str(err) if err.filename is None else f"{err.filename}: {err.strerror}; check the path given"
+        print(f"error: {text}", file=sys.stderr)
+        return EXIT_MISSING
     except NotADirectoryError as err:
         print(f"error: {err.strerror}", file=sys.stderr)
-        return 5
+        return EXIT_NOT_WRITABLE
+    except FileExistsError as err:  # a new folder was asked for (travel copy --out): the message names it
+        print(f"error: {err.strerror if err.filename else _first_line(err)}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as err:  # no space, no permission, a read-only device: the path and what to free or change
         problem = as_write_error(err)
         if problem is None:
-            raise
+            problem = (f"{err.filename}: {err.strerror}; check that the path can be read and written" if err.filename
+                       else err.strerror or _first_line(err))
         print(f"error: {problem}", file=sys.stderr)
-        return 5
+        return EXIT_NOT_WRITABLE
+    except (json.JSONDecodeError, lzma.LZMAError) as err:  # a reader that did not name its file
+        print(f"error: a damaged {'JSON' if isinstance(err, json.JSONDecodeError) else 'lzma'} file "
+              f"({_first_line(err)}){_where(err)}; fetch or write it again", file=sys.stderr)
+        return EXIT_DAMAGED
+    except Exception as err:  # not a failure the suite knows: still one line, with where it happened
+        if setting("DART_TRACEBACK") == "1":
+            raise
+        print(f"error: {type(err).__name__}: {_first_line(err)}{_where(err)}; this is not a failure the suite "
+              f"knows how to explain: rerun with DART_TRACEBACK=1 for the full traceback and report it",
+              file=sys.stderr)
+        return EXIT_FAILED

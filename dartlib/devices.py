@@ -12,24 +12,18 @@ CPU every path is the one it always was: float32, host-side data, one batch at a
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-PRECISIONS = ("bf16", "fp32")
+from dartlib.environment import PRECISIONS, setting  # noqa: F401 (PRECISIONS: named here too)
 
 
 def default_device() -> str:
     """``$DART_DEVICE``, else ``"cuda"`` when available, else ``"cpu"`` (``$DART_TF32`` applied)."""
-    if os.environ.get("DART_TF32", "").strip() == "0":
+    if setting("DART_TF32") == "0":
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
-    chosen = os.environ.get("DART_DEVICE", "").strip()
+    chosen = setting("DART_DEVICE")
     if chosen:
-        if chosen != "cpu" and not chosen.startswith("cuda"):
-            raise ValueError(f"DART_DEVICE={chosen!r}; valid: cpu, cuda, cuda:<index>")
-        if chosen.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"DART_DEVICE={chosen!r} but torch sees no GPU")
         return chosen
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -42,9 +36,7 @@ def resident(device: str | torch.device) -> bool:
 def precision(device: str | torch.device) -> str:
     """The backbone's forward precision on ``device``: ``"bf16"`` on a GPU unless
     ``$DART_PRECISION`` is ``fp32``; always ``"fp32"`` on the CPU."""
-    chosen = os.environ.get("DART_PRECISION", "").strip() or "bf16"
-    if chosen not in PRECISIONS:
-        raise ValueError(f"DART_PRECISION={chosen!r}; valid: {', '.join(PRECISIONS)}")
+    chosen = setting("DART_PRECISION") or "bf16"
     return chosen if resident(device) else "fp32"
 
 

@@ -246,8 +246,8 @@ def published_dir(profile: str) -> Path:
     """``results/<profile>/notebooks/``: the executed notebooks kept with a profile's results
     (the results book is built from them); the smoke profile's are the committed notebooks."""
     if profile == "smoke":
-        raise ValueError("the smoke profile's executed notebooks are the committed ones (notebooks/): "
-                         "update them with `python -m dartlib refresh`, not `run --publish`")
+        raise ProfileError("run --publish: the smoke profile's executed notebooks are the committed ones "
+                           "(notebooks/): update them with `python -m dartlib refresh`, or run without --publish")
     return output_root(profile) / "results" / profile / "notebooks"
 
 

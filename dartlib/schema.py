@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -156,7 +155,9 @@ def notebook_parameters(paths: Iterable[Path] | None = None) -> dict[str, tuple[
         paths = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
     found: dict[str, tuple[Any, str]] = {}
     for path in paths:
-        cells = json.loads(Path(path).read_text())["cells"]
+        from dartlib.data.files import committed_remedy, read_json
+
+        cells = read_json(Path(path), required=("cells",), remedy=committed_remedy(path))["cells"]
         for cell in cells:
             if "parameters" not in cell.get("metadata", {}).get("tags", []):
                 continue

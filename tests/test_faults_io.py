@@ -468,7 +468,7 @@ def test_ctrl_c_on_grid_prints_the_resume_command(monkeypatch, capsys):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    context = SimpleNamespace(inputs=lambda cell: "", legacy_inputs=None)
+    context = SimpleNamespace(inputs=lambda cell: "")
     _patch_table1_prepare(monkeypatch, lambda **kw: (context, {"arch": "x", "clean_test_accuracy": 0.0}))
     monkeypatch.setattr(grid, "run_grid", interrupted)
     argv = ["grid", "table1", "--profile", "smoke", "--methods", "bnadapt"]
@@ -551,3 +551,53 @@ def test_sigterm_stops_a_command_as_ctrl_c_does():
                           timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip().startswith("interrupted; resume with: python -m dartlib train --profile smoke")
+
+
+_KILLED_BUILD = """
+import sys, time
+from pathlib import Path
+import sphinx.cmd.build
+import dartlib.reporting.book as book
+
+def source(*, profile, out):
+    out.mkdir(parents=True)
+    (out / "index.md").write_text("# new\\n")
+    return out
+
+def build_main(args):
+    Path(args[-1]).mkdir(parents=True)
+    print("building", flush=True)
+    time.sleep(600)
+
+book.write_book_source = source
+sphinx.cmd.build.build_main = build_main
+book.build_book(profile="smoke", out=Path(sys.argv[1]))
+"""
+
+
+def test_a_killed_book_leaves_folders_that_the_next_build_removes(tmp_path, small_book):
+    import fcntl
+    import signal
+    import subprocess
+    import sys
+
+    book, state = small_book
+    state["sphinx"] = lambda html: 0
+    _old_book(tmp_path / "smoke")
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_BUILD, str(tmp_path / "smoke")], stdout=subprocess.PIPE,
+                             text=True)
+    assert child.stdout.readline().strip() == "building"
+    child.send_signal(signal.SIGKILL)  # no clean-up can run
+    child.wait()
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name != "smoke")
+    assert [n.split("-")[0] for n in left] == [".smoke.build", ".smoke.building"]
+    # a build still running (its lock held) keeps its folder
+    running = tmp_path / f".smoke.building-{os.getpid()}-0abc"
+    running.mkdir()
+    with open(tmp_path / f".smoke.build-{os.getpid()}-0abc.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        book.build_book(profile="smoke", out=tmp_path / "smoke")
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([running.name, Path(held.name).name, "smoke"])
+    assert (tmp_path / "smoke" / "html" / "index.html").read_text() == "half"
+    book.build_book(profile="smoke", out=tmp_path / "smoke")
+    assert [p.name for p in tmp_path.iterdir()] == ["smoke"]

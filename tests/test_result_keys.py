@@ -176,3 +176,87 @@ def test_the_shared_source_memo_persists_merges_and_serves_bit_identical_logits(
     assert torch.equal(third(x1), a) and torch.equal(third(x2), b) and third.hits == 2
     other = SharedSourceLogits(small_cnn(10, width=4).eval())  # other weights: another file
     assert other.load(tmp_path) == 0
+
+
+def _memo_with_two_entries(tmp_path):
+    from dartlib.experiments.engine import SharedSourceLogits
+
+    torch.manual_seed(0)
+    source = small_cnn(10, width=4).eval()
+    x1, x2 = torch.rand(8, 3, 32, 32), torch.rand(8, 3, 32, 32)
+    memo = SharedSourceLogits(source)
+    truth = memo(x1), memo(x2)
+    return source, (x1, x2), truth, memo.save(tmp_path)
+
+
+def _tamper(path, *, negate=True, digest=True, made_by=None):
+    """Rewrite a saved memo: its logits negated; with ``digest`` the stored sha256 made to match
+    the new contents (a consistent lie that only a recomputation can catch)."""
+    from dartlib.experiments.engine import SharedSourceLogits
+
+    blob = torch.load(path, weights_only=True)
+    blob["memo"] = {k: -v if negate else v for k, v in blob["memo"].items()}
+    if digest:
+        blob["sha256"] = SharedSourceLogits.contents_digest(blob["memo"])
+    if made_by is not None:
+        blob["made_by"] = made_by
+    torch.save(blob, path)
+
+
+def test_a_negated_memo_with_a_matching_digest_fails_its_spot_check_and_is_rebuilt(tmp_path):
+    from dartlib.experiments.engine import CacheDiscardedWarning, SharedSourceLogits
+
+    source, (x1, x2), truth, path = _memo_with_two_entries(tmp_path)
+    _tamper(path, digest=True)
+    memo = SharedSourceLogits(source)
+    assert memo.load(tmp_path) == 2  # what made it and its digest agree: read
+    with pytest.warns(CacheDiscardedWarning, match=rf"{re.escape(str(path))}: the shared source-logits memo gave "
+                                                  r"logits .* from a fresh forward pass .*spot check.*discarded") as caught:
+        assert torch.equal(memo(x1), truth[0])  # the fresh logits, not the file's
+    assert len(caught) == 1 and not path.exists()
+    assert torch.equal(memo(x2), truth[1])  # every entry of the file dropped: computed afresh
+    memo.save(tmp_path)  # rebuilt, correct
+    again = SharedSourceLogits(source)
+    assert again.load(tmp_path) == 2 and torch.equal(again(x1), truth[0]) and torch.equal(again(x2), truth[1])
+
+
+def test_a_grid_context_writes_its_memo_anew_after_a_discard(tmp_path):
+    """The context that read a memo which then failed its spot check writes the rebuilt one at the end."""
+    from dartlib.experiments.engine import CacheDiscardedWarning, SharedSourceLogits
+
+    source, (x1, x2), truth, path = _memo_with_two_entries(tmp_path)
+    _tamper(path, digest=True)
+    context = TestTimeContext(source=source, refiner=None, logits_store=tmp_path)
+    shared = context.shared_source()
+    with pytest.warns(CacheDiscardedWarning):
+        shared(x1)
+    shared(x2)
+    assert not path.exists()
+    context.save_shared_source()
+    again = SharedSourceLogits(source)
+    assert again.load(tmp_path) == 2 and torch.equal(again(x1), truth[0]) and torch.equal(again(x2), truth[1])
+
+
+@pytest.mark.parametrize("fault", ["contents", "engine", "old-format", "unreadable"])
+def test_a_memo_that_fails_its_record_is_discarded_when_read(tmp_path, fault):
+    from dartlib.experiments.engine import CacheDiscardedWarning, SharedSourceLogits
+
+    source, (x1, _), truth, path = _memo_with_two_entries(tmp_path)
+    if fault == "contents":
+        _tamper(path, digest=False)
+        match = "has contents that do not match the sha256 stored with them"
+    elif fault == "engine":
+        made_by = {**SharedSourceLogits(source).made_by(), "engine": engine.ENGINE_REVISION - 1}
+        _tamper(path, negate=False, made_by=made_by)
+        match = "was made by .* not by this computation's"
+    elif fault == "old-format":
+        torch.save({"memo": torch.load(path, weights_only=True)["memo"]}, path)
+        match = "holds no record of what made it"
+    else:
+        path.write_bytes(path.read_bytes()[:100])
+        match = "is unreadable"
+    memo = SharedSourceLogits(source)
+    with pytest.warns(CacheDiscardedWarning, match=rf"{re.escape(str(path))}: the shared source-logits memo {match}"):
+        assert memo.load(tmp_path) == 0
+    assert not path.exists() and len(memo) == 0
+    assert torch.equal(memo(x1), truth[0])

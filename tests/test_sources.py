@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 
 import numpy as np
@@ -253,3 +254,45 @@ def test_ensure_corrupted_regenerates_files_of_other_code(data_root, monkeypatch
     (out / "manifest.json").write_text(json.dumps(meta))
     ensure_corrupted("fmnistc")  # ... is regenerated, not reused
     np.testing.assert_array_equal(np.load(out / "fog.npy"), fresh)
+
+
+@pytest.mark.parametrize("fault", ["contents", "consistent-lie", "old-cache-lie", "unreadable"])
+def test_a_decoded_folder_cache_that_lies_is_discarded_and_decoded_again(data_root, monkeypatch, fault):
+    """The decoded cache of an image folder is checked at each read: the digest stored beside it,
+    then a few images decoded again from their files (chosen anew each read: all of them here)."""
+    import warnings
+
+    from dartlib.data import sources
+
+    rng = np.random.default_rng(3)
+    for cls in ("cat", "airplane"):
+        d = data_root / "c10" / "train" / cls
+        d.mkdir(parents=True)
+        for i in range(2):
+            Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(d / f"{i:04d}.png")
+    monkeypatch.setenv("DART_CIFAR10_DIR", str(data_root / "c10"))
+    monkeypatch.setattr(sources, "CACHE_SPOT_CHECKS", 4)
+    truth = load("cifar10", split="train")
+    [cache] = (data_root / "cache").glob("cifar10-train-*.npz")
+    record = cache.with_name(cache.name + ".sha256")
+    assert record.read_text().strip() == sources._contents_digest(truth.images, truth.labels, truth.classes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an intact cache is read without a word
+        assert load("cifar10", split="train").digest() == truth.digest()
+    if fault == "unreadable":
+        cache.write_bytes(cache.read_bytes()[:50])
+        match = "is unreadable"
+    else:
+        images = 255 - truth.images  # every pixel inverted: a readable cache with wrong contents
+        np.savez(cache, images=images, labels=truth.labels, classes=np.array(truth.classes))
+        if fault == "consistent-lie":
+            record.write_text(sources._contents_digest(images, truth.labels, truth.classes))
+        if fault == "old-cache-lie":
+            record.unlink()  # a cache written before digests were kept: the spot check alone
+        match = ("has contents that do not match the sha256" if fault == "contents"
+                 else r"holds an image \d that differs from its file .*\(spot check\)")
+    with pytest.warns(sources.CacheDiscardedWarning, match=rf"{re.escape(str(cache))}: the decoded cache of .*{match}.*"
+                                                           "discarded: the images are decoded again"):
+        again = load("cifar10", split="train")
+    assert again.digest() == truth.digest()
+    assert record.read_text().strip() == sources._contents_digest(truth.images, truth.labels, truth.classes)

@@ -504,8 +504,17 @@ def load_or_train_refiners(
 
 
 def _load(path: Path) -> tuple[Refiner, list[dict]]:
+    """A saved refiner; weights whose shapes its settings do not give (another g_phi saved under
+    this name) raise :class:`~dartlib.data.files.DamagedFileError` naming the file."""
+    from dartlib.data.files import DamagedFileError
+
     blob = load_weights(path, required=("module", "config", "num_classes", "log"))
-    return _from_blob(blob), blob["log"]
+    try:
+        return _from_blob(blob), blob["log"]
+    except (RuntimeError, TypeError, KeyError, IndexError) as err:  # a size mismatch, a setting it lacks
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DamagedFileError(path, f"its weights or settings do not make a refiner ({first[:160]})",
+                               f"delete it: the next run trains it again") from None
 
 
 def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, train: Dataset, device: str,

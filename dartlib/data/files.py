@@ -34,6 +34,12 @@ class DamagedFileError(RuntimeError):
         super().__init__(f"{path} is damaged: {problem}. Remedy: {remedy}")
 
 
+class CacheDiscardedWarning(UserWarning):
+    """A cache that failed its check when read (what made it, the digest of its contents stored
+    beside it, or a recomputed spot check): it was discarded and is being rebuilt from fresh
+    computations; the message names the file."""
+
+
 def committed_remedy(path: Path | str) -> str:
     """The remedy for a damaged file that is part of the repository."""
     return f"restore it with `git checkout -- {path}`"
@@ -129,8 +135,9 @@ def check_writable(folder: Path, *, change: str = "") -> Path:
             os.close(fd)
     except OSError as err:
         problem = as_write_error(err, folder, change)
-        if problem is None:
-            raise
+        if problem is None:  # not space or permission: a folder where no file can be made (/proc, /sys)
+            raise OSError(f"cannot write {folder}: no file can be created in {place} ({err.strerror}); "
+                          f"{change or 'give a folder on a writable device'}") from None
         raise problem from None
     finally:
         try:

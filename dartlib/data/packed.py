@@ -96,15 +96,34 @@ def _installed_frost_folder() -> Path | None:
     return folder if folder.is_dir() else None
 
 
+PACK_REMEDY = "pack it again where the image folder is (python -m dartlib data pack-cifar10 --out FILE) and send it again"
+
+
 def read_packed(path: Path | str) -> tuple[dict, memoryview]:
-    """(index, payload): the decompressed file, its index and the concatenated file bytes."""
-    raw = lzma.decompress(Path(path).read_bytes())
+    """(index, payload): the decompressed file, its index and the concatenated file bytes. A file
+    that is not a whole packed folder (cut short, altered, another file) raises
+    :class:`~dartlib.data.files.DamagedFileError` naming it."""
+    from dartlib.data.files import DamagedFileError
+
+    path = Path(path)
+    try:
+        raw = lzma.decompress(path.read_bytes())
+    except lzma.LZMAError as err:
+        raise DamagedFileError(path, f"not a complete lzma stream ({err})", PACK_REMEDY) from None
     if not raw.startswith(MAGIC):
-        raise ValueError(f"{path} is not a packed image folder (no {MAGIC!r} header)")
+        raise DamagedFileError(path, f"not a packed image folder (no {MAGIC!r} header)", PACK_REMEDY)
     n = int.from_bytes(raw[len(MAGIC) : len(MAGIC) + 8], "little")
     start = len(MAGIC) + 8
-    index = json.loads(raw[start : start + n])
-    return index, memoryview(raw)[start + n :]
+    try:
+        index = json.loads(raw[start : start + n])
+        sizes = sum(sum(entry["lengths"]) for entry in index["splits"].values())
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as err:
+        raise DamagedFileError(path, f"its index is damaged ({type(err).__name__}: {err})", PACK_REMEDY) from None
+    payload = memoryview(raw)[start + n :]
+    if sizes > len(payload):
+        raise DamagedFileError(path, f"its index lists {sizes} bytes of images, the file holds {len(payload)}",
+                               PACK_REMEDY)
+    return index, payload
 
 
 def _decode(blobs: list[bytes]) -> np.ndarray:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -115,10 +114,9 @@ def prepare_corrupted(
 def corruption_workers() -> int:
     """Processes that generate corrupted sets: ``$DART_WORKERS`` (e.g. the cores of a GPU machine
     left to the CPU while the GPU trains), else 1."""
-    value = os.environ.get("DART_WORKERS", "").strip() or "1"
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"DART_WORKERS={value!r}: expected a positive whole number of processes")
-    return int(value)
+    from dartlib.environment import setting
+
+    return int(setting("DART_WORKERS") or "1")
 
 
 def _prepare_in_processes(folder: Path, images: np.ndarray, corruptions: list[str], *, severities: list[int], seed: int,

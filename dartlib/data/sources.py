@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dartlib.data.files import DamagedFileError, atomic_path, load_npy, load_npz, read_json
+from dartlib.data.files import CacheDiscardedWarning, DamagedFileError, atomic_path, load_npy, load_npz, read_json, write_text_atomic
 from dartlib.paths import data_root
 from dartlib.registry import Registry
 
@@ -149,27 +149,39 @@ def read_image_folder(root: Path, *, size: int | None = None) -> tuple[np.ndarra
     (the usual ImageNet-style evaluation transform); None keeps images as they are (they must
     then share one shape, e.g. CIFAR's 32 x 32).
     """
-    from PIL import Image
-
-    classes = tuple(sorted(d.name for d in root.iterdir() if d.is_dir()))
+    classes, files = image_folder_files(root)
     images, labels = [], []
-    for label, cls in enumerate(classes):
-        for path in _image_files(root / cls):
-            try:
-                with Image.open(path) as img:
-                    rgb = img.convert("RGB")
-            except (OSError, ValueError, SyntaxError) as err:  # PIL's UnidentifiedImageError is an OSError
-                raise DamagedFileError(path, f"not a readable image ({err})", IMAGE_REMEDY) from None
-            if size is not None:
-                rgb = _resize_centre_crop(rgb, size)
-            elif images and rgb.size != images[0].shape[1::-1]:
-                raise DamagedFileError(path, f"{rgb.size[0]} x {rgb.size[1]} pixels where the folder's first image "
-                                             f"has {images[0].shape[1]} x {images[0].shape[0]}", IMAGE_REMEDY)
-            images.append(np.asarray(rgb, dtype=np.uint8))
-            labels.append(label)
+    for label, path in files:
+        rgb = _read_image(path, size=size)
+        if size is None and images and rgb.shape != images[0].shape:
+            raise DamagedFileError(path, f"{rgb.shape[1]} x {rgb.shape[0]} pixels where the folder's first image "
+                                         f"has {images[0].shape[1]} x {images[0].shape[0]}", IMAGE_REMEDY)
+        images.append(rgb)
+        labels.append(label)
     if not images:
         raise ValueError(f"no images under {root}")
     return np.stack(images), np.asarray(labels, dtype=np.int64), classes
+
+
+def image_folder_files(root: Path) -> tuple[tuple[str, ...], list[tuple[int, Path]]]:
+    """The classes of ``root/<class>/<image>`` (sorted) and its (label, file) pairs in the order
+    :func:`read_image_folder` reads them."""
+    classes = tuple(sorted(d.name for d in root.iterdir() if d.is_dir()))
+    return classes, [(label, path) for label, cls in enumerate(classes) for path in _image_files(root / cls)]
+
+
+def _read_image(path: Path, *, size: int | None) -> np.ndarray:
+    """One image file as uint8 H x W x 3 (resized and centre-cropped to ``size`` when given)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            rgb = img.convert("RGB")
+    except (OSError, ValueError, SyntaxError) as err:  # PIL's UnidentifiedImageError is an OSError
+        raise DamagedFileError(path, f"not a readable image ({err})", IMAGE_REMEDY) from None
+    if size is not None:
+        rgb = _resize_centre_crop(rgb, size)
+    return np.asarray(rgb, dtype=np.uint8)
 
 
 IMAGE_REMEDY = "replace the folder with an intact copy of the dataset (`python -m dartlib data status` checks it)"
@@ -258,13 +270,66 @@ def _read_cache(cache: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
 def _write_cache(cache: Path, images: np.ndarray, labels: np.ndarray, classes: tuple[str, ...]) -> None:
     with atomic_path(cache) as tmp:
         np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
+    write_text_atomic(_record_path(cache), _contents_digest(images, labels, classes) + "\n")
+
+
+CACHE_SPOT_CHECKS = 3  # images of a decoded folder's cache decoded again and compared, at each read
+
+
+def _record_path(cache: Path) -> Path:
+    """The digest of a cache's contents, kept beside it (``<cache>.sha256``)."""
+    return cache.with_name(cache.name + ".sha256")
+
+
+def _contents_digest(images: np.ndarray, labels: np.ndarray, classes: tuple[str, ...]) -> str:
+    h = hashlib.sha256(np.ascontiguousarray(images).data)
+    h.update(np.asarray(labels).astype("<i8").tobytes())
+    h.update("\0".join(classes).encode())
+    return h.hexdigest()
+
+
+def _cache_problem(cache: Path, root: Path, size: int | None, arrays: tuple) -> str:
+    """What is wrong with the decoded folder's cache ``arrays`` (read from ``cache`` of ``root``),
+    or "": its contents against the digest stored beside it (recorded now where an older cache
+    has none, once the spot check passed), its classes and length against the folder's, and
+    :data:`CACHE_SPOT_CHECKS` images, chosen anew each time, decoded again from their files."""
+    images, labels, classes = arrays
+    digest = _contents_digest(images, labels, classes)
+    record = _record_path(cache)
+    if record.is_file() and record.read_text().strip() != digest:
+        return f"has contents that do not match the sha256 in {record.name} (altered or damaged after it was written)"
+    folder_classes, files = image_folder_files(root)
+    if folder_classes != classes or len(files) != len(labels):
+        return f"holds {len(labels)} images of {len(classes)} classes, the folder {root} {len(files)} of {len(folder_classes)}"
+    for i in np.random.default_rng().choice(len(files), size=min(CACHE_SPOT_CHECKS, len(files)), replace=False):
+        label, path = files[int(i)]
+        if labels[i] != label or not np.array_equal(images[i], _read_image(path, size=size)):
+            return f"holds an image {int(i)} that differs from its file {path} (spot check)"
+    if not record.is_file():
+        write_text_atomic(record, digest + "\n")
+    return ""
 
 
 def _cached_folder(tag: str, root: Path, size: int | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Decode an image folder once; later loads read a compressed cache under the data root."""
+    """Decode an image folder once; later loads read a compressed cache under the data root,
+    checked at each read (:func:`_cache_problem`): a cache that fails is discarded, with one
+    :class:`CacheDiscardedWarning` naming it, and the folder decoded again."""
+    import warnings
+
     cache = _cache_path(f"{tag}-{size}", root)
     if cache.is_file():
-        return _read_cache(cache)
+        try:
+            arrays = _read_cache(cache)
+        except DamagedFileError as err:
+            arrays, problem = None, f"is unreadable ({err.problem})"
+        if arrays is not None:
+            problem = _cache_problem(cache, root, size, arrays)
+        if not problem:
+            return arrays
+        cache.unlink(missing_ok=True)
+        _record_path(cache).unlink(missing_ok=True)
+        warnings.warn(f"{cache}: the decoded cache of {root} {problem}; discarded: the images are decoded again "
+                      f"(nothing to do)", CacheDiscardedWarning, stacklevel=2)
     images, labels, classes = read_image_folder(root, size=size)
     _write_cache(cache, images, labels, classes)
     return images, labels, classes
@@ -445,8 +510,19 @@ def load_imagenet(*, split: str = "train", per_class: int | None = 50, seed: int
         raise DataMissingError("imagenet", folder, "the ILSVRC-2012 images (image-net.org, ~140 GB for train) laid out "
                                f"as {root}/train/<wnid>/<image>.JPEG (the usual ImageFolder layout)")
     cache = _cache_path(f"imagenet-{split}-{per_class}-{seed}-{image_size}", folder)
-    if cache.is_file():
-        images, labels, classes = _read_cache(cache)
+    arrays = _read_cache(cache) if cache.is_file() else None
+    record = _record_path(cache)
+    if arrays is not None and record.is_file() and record.read_text().strip() != _contents_digest(*arrays):
+        cache.unlink()
+        record.unlink()
+        import warnings
+
+        warnings.warn(f"{cache}: the decoded cache of {folder} has contents that do not match the sha256 in "
+                      f"{record.name}; discarded: the images are decoded again (nothing to do)", CacheDiscardedWarning,
+                      stacklevel=2)
+        arrays = None
+    if arrays is not None:
+        images, labels, classes = arrays
     else:
         classes = tuple(sorted(d.name for d in folder.iterdir() if d.is_dir()))
         rng = np.random.default_rng(seed)

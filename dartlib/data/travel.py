@@ -146,6 +146,8 @@ def split_file(path: Path | str, out: Path | str, *, part_bytes: int = PART_BYTE
     path, out = Path(path), Path(out)
     if part_bytes <= 0:
         raise ValueError(f"part_bytes must be positive, got {part_bytes}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file to split")
     out.mkdir(parents=True, exist_ok=True)
     whole = hashlib.sha256()
     parts = []
@@ -179,7 +181,15 @@ def join_parts(manifest: Path | str, out: Path | str | None = None) -> Path:
     beside the manifest), checking each part's size and sha256 and then the whole file's; the
     file appears only when every check passed. Raises :class:`PartsError` naming what differs."""
     manifest = Path(manifest)
-    meta = json.loads(manifest.read_text())
+    remedy = f"fetch {manifest.name} again, or write it again with `python -m dartlib travel split FILE --out DIR`"
+    if not manifest.is_file():
+        raise PartsError(f"{manifest}: no such manifest; give the <file>.parts.json that `travel split` wrote")
+    try:
+        meta = json.loads(manifest.read_text())
+        [(str(p["name"]), int(p["bytes"]), str(p["sha256"])) for p in meta["parts"]]
+        str(meta["file"]), str(meta["sha256"])
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
+        raise PartsError(f"{manifest}: not a parts manifest ({type(err).__name__}: {err}); {remedy}") from None
     out = Path(out) if out is not None else manifest.with_name(meta["file"])
     whole = hashlib.sha256()
     with atomic_path(out) as tmp, open(tmp, "wb") as sink:

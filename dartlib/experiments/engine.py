@@ -39,7 +39,11 @@ from dartlib.experiments.settings import Settings
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import bf16_forward, frozen_bn_adapted
 from dartlib.data.augmentation import images_to_float, to_tensor
+from dartlib.data.files import CacheDiscardedWarning
 from dartlib.models.evaluation import correct_predictions
+
+MEMO_SPOT_CHECKS = 3  # entries read from a memo file that are recomputed and compared, per process
+
 
 class SharedSourceLogits:
     """f_theta0_bar (the frozen BN-adapted source model) with its logits memoised per test batch.
@@ -47,11 +51,23 @@ class SharedSourceLogits:
     In BN-adapt mode the logits are a pure function of the batch, so every cell of a grid that
     sees the same batch (each method with DART) can share one forward pass. Keys
     are digests of the batch's bytes; values are bit-identical to a fresh forward pass.
+
+    A memo kept on disk (:meth:`save`) cannot lie: its file records what made it (the source
+    weights' digest, the torch version, the thread count, :data:`ENGINE_REVISION`) and a sha256 of
+    its contents, both checked when it is read (:meth:`load`); and the first
+    :data:`MEMO_SPOT_CHECKS` entries of the file that a process uses are recomputed and compared.
+    A file that fails any check is discarded (deleted, its entries dropped) with one
+    :class:`CacheDiscardedWarning` naming it, and the memo is rebuilt from fresh forwards; so no
+    result is computed from an entry that a check could refute.
     """
 
     def __init__(self, source: nn.Module) -> None:
         self.frozen = frozen_bn_adapted(source)
         self._memo: dict[str, torch.Tensor] = {}
+        self._from_file: set[str] = set()  # keys read from a memo file, not yet vouched for by a spot check
+        self._checked = 0
+        self._directory: Path | None = None
+        self.on_disk = 0  # entries known to be in the memo's file (0 after a discard: it is written anew)
         self.hits = 0
         # Set by a device-resident cell before each batch (:func:`evaluate_cell`): the stream and the
         # batch's index name the batch, so that its bytes are not read back to be hashed.
@@ -71,33 +87,100 @@ class SharedSourceLogits:
         tag = f"{weights_digest(self.frozen)[:16]}-torch{torch.__version__}-t{torch.get_num_threads()}"
         return directory / f"source-logits-{tag}.pt"
 
+    def made_by(self) -> dict:
+        """What this memo's entries are a function of: the frozen model's weights, the torch version,
+        the thread count and the engine's revision (stored with the file, compared when read)."""
+        return {"source": weights_digest(self.frozen), "torch": str(torch.__version__),
+                "threads": torch.get_num_threads(), "engine": ENGINE_REVISION}
+
+    @staticmethod
+    def contents_digest(memo: dict[str, torch.Tensor]) -> str:
+        """sha256 over the memo's keys and the bytes of its tensors, in key order."""
+        h = hashlib.sha256()
+        for key in sorted(memo):
+            value = memo[key].detach().cpu().contiguous()
+            h.update(f"{key}|{value.dtype}|{tuple(value.shape)}\n".encode())
+            h.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+        return h.hexdigest()
+
     def save(self, directory: Path) -> Path:
         """Write the memo (CPU tensors) to :meth:`store_path`, atomically, merged under a lock with
-        the entries other processes saved there meanwhile; returns the path."""
-        import fcntl
-
+        the entries other processes saved there meanwhile, with :meth:`made_by` and the digest of
+        its contents; returns the path."""
         from dartlib.models.training import save_weights
 
         path = self.store_path(directory)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            self.load(directory)
-            save_weights({"memo": {k: v.cpu() for k, v in self._memo.items()}}, path=path)
+        with self._locked(path):
+            self._read(path)
+            memo = {k: v.cpu() for k, v in self._memo.items()}
+            save_weights({"memo": memo, "made_by": self.made_by(), "sha256": self.contents_digest(memo)}, path=path)
+            self.on_disk = len(memo)
         return path
 
     def load(self, directory: Path) -> int:
         """Add the entries :meth:`save` wrote for this source, torch version and thread count
-        (none where there is no such file); returns how many."""
-        from dartlib.models.training import load_weights
-
+        (none where there is no such file, or where the file fails its checks: it is then
+        discarded with one warning); returns how many were read."""
         path = self.store_path(directory)
+        self._directory = directory
         if not path.is_file():
             return 0
-        memo = load_weights(path, required=("memo",))["memo"]
+        with self._locked(path):
+            return self._read(path)
+
+    @staticmethod
+    def _locked(path: Path):
+        import contextlib
+        import fcntl
+
+        @contextlib.contextmanager
+        def hold():
+            with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                yield
+
+        return hold()
+
+    def _read(self, path: Path) -> int:
+        """The entries of ``path`` not yet in memory, after checking what made the file and its
+        contents' digest (the caller holds the file's lock); a file that fails is discarded."""
+        from dartlib.data.files import DamagedFileError
+        from dartlib.models.training import load_weights
+
+        if not path.is_file():
+            return 0
+        try:
+            blob = load_weights(path, required=("memo",))
+        except DamagedFileError as err:
+            return self._discard(path, f"is unreadable ({err.problem})")
+        memo, made_by = blob["memo"], blob.get("made_by")
+        if made_by != self.made_by():
+            what = ("holds no record of what made it" if made_by is None else
+                    f"was made by {made_by}, not by this computation's {self.made_by()}")
+            return self._discard(path, what)
+        if blob.get("sha256") != self.contents_digest(memo):
+            return self._discard(path, "has contents that do not match the sha256 stored with them (altered or damaged "
+                                       "after it was written)")
         device = next(self.frozen.parameters()).device
-        self._memo.update({k: v.to(device) for k, v in memo.items() if k not in self._memo})
+        new = {k: v.to(device) for k, v in memo.items() if k not in self._memo}
+        self._memo.update(new)
+        self._from_file.update(new)
+        self.on_disk = len(memo)
         return len(memo)
+
+    def _discard(self, path: Path, problem: str) -> int:
+        """Delete the memo file ``path`` and drop the entries read from it, with one warning."""
+        import warnings
+
+        for key in self._from_file:
+            self._memo.pop(key, None)
+        self._from_file.clear()
+        self.on_disk = 0
+        path.unlink(missing_ok=True)
+        warnings.warn(f"{path}: the shared source-logits memo {problem}; discarded: it is rebuilt from fresh "
+                      f"forward passes (nothing to do)", CacheDiscardedWarning, stacklevel=4)
+        return 0
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -106,6 +189,22 @@ class SharedSourceLogits:
         else:
             data = x.detach().contiguous().cpu().numpy()
             key = f"{tuple(x.shape)}|{x.dtype}|{x.device}|{hashlib.blake2b(data.tobytes(), digest_size=16).hexdigest()}"
+        if key in self._memo and key in self._from_file and self._checked < MEMO_SPOT_CHECKS:
+            fresh = self.frozen(x)  # the spot check: a file's entry is used only once a fresh forward agrees
+            stored = self._memo[key]
+            if stored.shape == fresh.shape and torch.allclose(stored.float(), fresh.float(), rtol=1e-4, atol=1e-4):
+                self._checked += 1
+            else:
+                path = self.store_path(self._directory) if self._directory is not None else Path("memo")
+                gap = (stored.float() - fresh.float()).abs().max().item() if stored.shape == fresh.shape else None
+                if self._directory is not None:
+                    with self._locked(path):
+                        self._discard(path, f"gave logits {'of another shape' if gap is None else f'{gap:.3g} away'} "
+                                            f"from a fresh forward pass of the same batch (spot check)")
+                else:
+                    self._discard(path, "failed its spot check")
+                self._memo[key] = fresh
+                return fresh
         if key in self._memo:
             self.hits += 1
         else:
@@ -209,26 +308,6 @@ class TestTimeContext:
         value = getattr(self, name)
         return _state_digest(value) if isinstance(value, nn.Module) else repr(value)
 
-    def legacy_inputs(self, cell: Cell) -> str:
-        """The digest of engine revision 1 (trained inputs, options and method revision only):
-        kept only to recognise the rows stored before :data:`ENGINE_REVISION` 2, which
-        ``python -m dartlib grid EXPERIMENT --rekey`` re-keys after recomputing a sample of them."""
-        parts = [_state_digest(self.source)]
-        if cell.refiner != "none":
-            refiner = {"dart": self.refiner, **self.refiners}.get(cell.refiner)
-            if refiner is not None:
-                parts.append(_state_digest(refiner.module) + repr(sorted(config_dict(refiner.config).items())))
-                parts.append(f"T={refiner.temperature},adaptive={refiner.adaptive_temperature}")
-                if refiner.detector is not None:
-                    parts.append(_state_digest(refiner.detector))
-        if cell.method == "note" and self.iabn is not None:
-            parts.append(_state_digest(self.iabn))
-        parts.append(repr(sorted(self.options.get(cell.method, {}).items())))
-        revision = tta.METHODS[cell.method].revision
-        if revision:
-            parts.append(f"{cell.method}@{revision}")
-        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
-
     def forward_precision(self) -> str:
         """:attr:`precision`, or the device's (:func:`dartlib.devices.precision`)."""
         return self.precision or device_precision(self.device)
@@ -268,7 +347,7 @@ class TestTimeContext:
         """Write the shared memo to :attr:`logits_store` if it has grown since it was last written
         and, with ``every``, at least that many seconds have passed since then (the file is tens of
         MB: written once a minute while a grid runs, and once at its end, not after every cell)."""
-        if self.logits_store is None or self._shared is None or len(self._shared) <= self._saved:
+        if self.logits_store is None or self._shared is None or len(self._shared) <= self._shared.on_disk:
             return
         if time.monotonic() - self._saved_at < every:
             return
@@ -299,8 +378,8 @@ class TestTimeContext:
 
 
 # Bumped when the engine's computation of a cell changes; part of every cell's input digest.
-# 2: the digest itself covers every context field and the test stream (rows of 1 are re-keyed by
-# ``grid --rekey`` once a recomputed sample shows them current).
+# 2: the digest itself covers every context field and the test stream (rows of 1 are stale: they
+# are recomputed, never re-keyed).
 ENGINE_REVISION = 2
 
 _DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -5,7 +5,9 @@ combination. ``run_grid`` appends each finished cell to ``results/<profile>/<exp
 (rewritten to a temporary file and renamed, so the file is always complete), skips the cells
 already there, and therefore resumes an interrupted run. Cells are independent, so a grid can be
 split across processes or machines by handing each a subset of cells (:func:`shard`); processes
-sharing one results file take a lock around each append, so none overwrites another's rows.
+sharing one results file take a lock around each append, so none overwrites another's rows, and
+claim each cell before computing it (:class:`CellClaims`), so that N processes started on one grid
+compute each cell once.
 To use more cores, GPUs or machines, :func:`dartlib.experiments.distributed.run_grid_ray` runs the
 cells on Ray workers and stores the same rows (docs/scale-out.md).
 
@@ -234,19 +236,73 @@ def run_grid(
     with another digest is recomputed (see the module docstring). ``reuse``: other results files
     whose rows of the same cell, stored with the same known digest, are copied (under this
     ``experiment``) instead of computed. Returns the results of all requested cells, in the order
-    requested (not the order they were computed or borrowed in)."""
+    requested (not the order they were computed or borrowed in).
+
+    Processes running on the same ``path`` share the work: each claims a cell before computing it
+    (:class:`CellClaims`), skips the cells another process holds and, once through its list, waits
+    for those and computes only the ones still not current (their process ended first). Each cell
+    is computed once, and the file ends with the rows one process alone would have written."""
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     todo = pending_cells(cells, path=path, experiment=experiment, digests=digests, reuse=reuse)
     # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
-    bar = tqdm(todo, desc=experiment, unit="cell", **({} if progress else {"disable": True}))
-    for cell in bar:
-        bar.set_postfix_str(cell.label())
-        start = time.perf_counter()
-        result = evaluate(cell)
-        store_row(cell, result, path=path, experiment=experiment, seconds=time.perf_counter() - start,
-                  digest=digests.get(cell.key, ""))
+    bar = tqdm(total=len(todo), desc=experiment, unit="cell", **({} if progress else {"disable": True}))
+    with CellClaims(path) as claims:
+        held = []
+        for wait, queue in ((False, todo), (True, held)):
+            for cell in queue:
+                if not claims.claim(cell.key, wait=wait):
+                    held.append(cell)  # another process computes it now: look again at the end
+                    continue
+                try:
+                    if _states([cell], path, digests) != ["current"]:  # not stored meanwhile by another
+                        bar.set_postfix_str(cell.label())
+                        start = time.perf_counter()
+                        result = evaluate(cell)
+                        store_row(cell, result, path=path, experiment=experiment,
+                                  seconds=time.perf_counter() - start, digest=digests.get(cell.key, ""))
+                finally:
+                    claims.release(cell.key)
+                bar.update()
+    bar.close()
     return stored_rows(cells, path=path)
+
+
+class CellClaims:
+    """Claims on the cells of one results file, shared by every process computing it: a byte-range
+    lock (``fcntl``) per cell key in ``.<results file>.claims.lock`` beside it. The kernel releases
+    a process's claims when it ends, however it ends (a kill -9 included), so a claim never
+    outlives the process that made it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path).with_name(f".{Path(path).name}.claims.lock")
+        self._file = None
+
+    def __enter__(self) -> CellClaims:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()  # releases every claim still held
+        self._file = None
+
+    @staticmethod
+    def _offset(key: str) -> int:
+        return int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)  # < 2**60: a valid file offset
+
+    def claim(self, key: str, *, wait: bool = False) -> bool:
+        """Claim the cell ``key``: True when this process now holds it; False when another does
+        (with ``wait``, block until that one releases it or ends, then hold it)."""
+        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            fcntl.lockf(self._file, flags, 1, self._offset(key))
+        except (BlockingIOError, PermissionError):
+            return False
+        return True
+
+    def release(self, key: str) -> None:
+        fcntl.lockf(self._file, fcntl.LOCK_UN, 1, self._offset(key))
 
 
 def pending_cells(cells: list[Cell], *, path: Path, experiment: str, digests: dict[str, str],
@@ -290,49 +346,3 @@ def parse_params(params: str) -> dict[str, str]:
     if not isinstance(params, str) or not params:
         return {}
     return dict(item.split("=", 1) for item in params.replace(";", ",").split(",") if item)
-
-
-def rekey(cells: list[Cell], evaluate: Callable[[Cell], dict], *, path: Path, legacy: Callable[[Cell], str],
-          current: Callable[[Cell], str], sample_by: Callable[[Cell], str]) -> dict[str, int]:
-    """Give the rows stored under an older digest formula (``legacy``) the digest of today's
-    (``current``), once it is shown that they hold what today's computation gives: per group of
-    cells (``sample_by``, e.g. the test set a cell reads), one stored cell is recomputed and must
-    equal its stored accuracy (to the file's 6 significant digits); a group whose sample differs,
-    and every row whose stored digest is not the legacy one, keeps its digest (stale: the grid
-    recomputes it). Returns counts: rekeyed, unchanged (already current), stale, sampled, failed."""
-    done = read_results(path)
-    if not len(done):
-        return {"rekeyed": 0, "unchanged": 0, "stale": 0, "sampled": 0, "failed": 0}
-    stored = {k: (d, a) for k, d, a in zip(done["key"].astype(str), done["inputs"].astype(str), done["accuracy"])}
-    counts = {"rekeyed": 0, "unchanged": 0, "stale": 0, "sampled": 0, "failed": 0}
-    candidates: dict[str, list[Cell]] = {}
-    new_digest: dict[str, str] = {}
-    for cell in cells:
-        if cell.key not in stored:
-            continue
-        new_digest[cell.key] = current(cell)
-        if stored[cell.key][0] == new_digest[cell.key]:
-            counts["unchanged"] += 1
-        elif stored[cell.key][0] == legacy(cell):
-            candidates.setdefault(sample_by(cell), []).append(cell)
-        else:
-            counts["stale"] += 1
-    update: dict[str, str] = {}
-    for group, members in candidates.items():
-        sample = min(members, key=lambda c: (c.method != "bnadapt", c.refiner != "none", c.key))
-        counts["sampled"] += 1
-        value = float(f"{evaluate(sample)['accuracy']:.6g}")
-        if value == stored[sample.key][1]:
-            update.update({c.key: new_digest[c.key] for c in members})
-        else:
-            counts["failed"] += 1
-            counts["stale"] += len(members)
-    counts["rekeyed"] = len(update)
-    if update:
-        with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-            frame["inputs"] = [update.get(k, d) for k, d in zip(frame["key"], frame["inputs"])]
-            with atomic_path(path) as tmp:
-                frame.to_csv(tmp, index=False)
-    return counts

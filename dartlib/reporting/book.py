@@ -13,6 +13,7 @@ themselves). ``python -m dartlib book --profile cpu`` (``make book PROFILE=cpu``
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
 import re
@@ -530,7 +531,8 @@ def write_book_source(*, profile: str, out: Path) -> Path:
 def build_book(*, profile: str, out: Path | None = None, quiet: bool = True) -> Path:
     """Build ``profile``'s book into ``out`` (default ``build/book/<profile>/``): the source tree
     in ``src/`` and the site in ``html/``; returns the site's ``index.html``. Sphinx's warnings are
-    errors, so a broken reference fails the build."""
+    errors, so a broken reference fails the build. Folders that killed builds of the same book
+    left behind are removed first (:func:`remove_abandoned_builds`)."""
     from sphinx.cmd.build import build_main
 
     import os
@@ -539,25 +541,95 @@ def build_book(*, profile: str, out: Path | None = None, quiet: bool = True) -> 
     root = (out or BOOK_DIR / profile).absolute()
     # Built aside, in a folder beside ``root``, and swapped in whole once Sphinx has finished: an
     # interrupted or failed build leaves the previous book as it was (a failed one keeps its tree
-    # in ``.<name>.failed/`` for its source).
+    # in ``.<name>.failed/`` for its source). The build holds a lock on ``.<name>.build-<pid>-<token>.lock``
+    # while it runs: a build killed outright (SIGKILL, a power cut) leaves its folders with a lock
+    # nobody holds, and the next build removes them.
     root.parent.mkdir(parents=True, exist_ok=True)
-    aside = root.with_name(f".{root.name}.building-{os.getpid()}-{secrets.token_hex(4)}")
-    try:
-        src = write_book_source(profile=profile, out=aside / "src")
-        args = ["-b", "html", "-W", "--keep-going", "-E", "-d", str(aside / "doctrees"), str(src), str(aside / "html")]
-        if quiet:
-            args.insert(0, "-q")
-        if build_main(args) != 0:
-            failed = root.with_name(f".{root.name}.failed")
-            shutil.rmtree(failed, ignore_errors=True)
-            os.replace(aside, failed)
-            raise RuntimeError(f"building the {profile} book failed (Sphinx's messages above); the previous book is "
-                               f"unchanged; source: {failed / 'src'}")
-        old = root.with_name(f".{root.name}.old-{os.getpid()}-{secrets.token_hex(4)}")
-        if root.exists():
-            os.replace(root, old)
-        os.replace(aside, root)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(aside, ignore_errors=True)
+    remove_abandoned_builds(root)
+    tag = f"{os.getpid()}-{secrets.token_hex(4)}"
+    aside, old = root.with_name(f".{root.name}.building-{tag}"), root.with_name(f".{root.name}.old-{tag}")
+    with _build_lock(root.with_name(f".{root.name}.build-{tag}.lock")):
+        try:
+            src = write_book_source(profile=profile, out=aside / "src")
+            args = ["-b", "html", "-W", "--keep-going", "-E", "-d", str(aside / "doctrees"), str(src), str(aside / "html")]
+            if quiet:
+                args.insert(0, "-q")
+            if build_main(args) != 0:
+                failed = root.with_name(f".{root.name}.failed")
+                shutil.rmtree(failed, ignore_errors=True)
+                os.replace(aside, failed)
+                raise RuntimeError(f"building the {profile} book failed (Sphinx's messages above); the previous book is "
+                                   f"unchanged; source: {failed / 'src'}")
+            if root.exists():
+                os.replace(root, old)
+            os.replace(aside, root)
+        finally:
+            shutil.rmtree(aside, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)
     return root / "html" / "index.html"
+
+
+_LEFT_BEHIND = r"\.(?P<what>building|old|build)-(?P<pid>\d+)-(?P<token>[0-9a-f]+)(?P<lock>\.lock)?"
+
+
+@contextlib.contextmanager
+def _build_lock(path: Path):
+    """An exclusive lock on ``path`` (created) for the ``with`` block; the file is removed after it.
+    The kernel releases the lock when the process ends, however it ends."""
+    import fcntl
+
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _owner_gone(lock: Path, pid: int) -> bool:
+    """Whether the build that made ``lock`` (process ``pid``) has ended: its lock file is not held
+    (or, without one, the process no longer exists)."""
+    import fcntl
+    import os
+
+    if lock.is_file():
+        try:
+            with open(lock, "a") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:  # cannot open it (another user's): leave it
+            return False
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def remove_abandoned_builds(root: Path) -> list[Path]:
+    """Remove what builds of the book ``root`` left beside it when killed before they could clean
+    up: ``.<name>.building-<pid>-<token>/`` (a half-built book), ``.<name>.old-<pid>-<token>/`` (the
+    previous book, swapped out) and their ``.<name>.build-<pid>-<token>.lock``, when the build that
+    made them no longer runs (a running build's are left alone). Returns the paths removed."""
+    pattern = re.compile(re.escape(f".{root.name}") + _LEFT_BEHIND + "$")
+    removed = []
+    if not root.parent.is_dir():
+        return removed
+    for path in sorted(root.parent.iterdir()):
+        found = pattern.match(path.name)
+        if not found or found["lock"]:
+            continue
+        lock = root.with_name(f".{root.name}.build-{found['pid']}-{found['token']}.lock")
+        if found["what"] != "build" and _owner_gone(lock, int(found["pid"])):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    for path in sorted(root.parent.glob(f".{root.name}.build-*.lock")):
+        found = pattern.match(path.name)
+        if found and _owner_gone(path, int(found["pid"])):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed

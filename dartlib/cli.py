@@ -177,7 +177,7 @@ def _cmd_book(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else BOOK_DIR / args.profile
     _writable((out.parent, "give another folder with --out DIR"))
     try:
-        index = build_book(profile=args.profile, out=Path(args.out) if args.out else None)
+        index = build_book(profile=args.profile, out=Path(args.out) if args.out else None, progress=True)
     except RuntimeError as err:  # Sphinx's own messages are above; the previous book is left as it was
         print(f"error: {err}", file=sys.stderr)
         return 1

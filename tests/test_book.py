@@ -318,3 +318,37 @@ def test_the_diagnosis_and_backbone_figures_use_the_one_style(tmp_path, monkeypa
         boxes = [(a.get_text(), a.get_window_extent(renderer)) for a in ax.texts if isinstance(a, Annotation)]
         overlapping = [(p[0], q[0]) for i, p in enumerate(boxes) for q in boxes[i + 1:] if p[1].overlaps(q[1])]
         assert not overlapping, f"point labels overlap in backbone_study: {overlapping}"
+
+
+def test_table_columns_say_what_they_are_and_tables_are_titled_by_content():
+    table = "**t**\n\n| method | 1 | 10 | LT 100 | imb 20 | hidden 250, rho=1 |\n|---|---|---|---|---|---|\n| a | 1 | 10 | 2 | 3 | 4 |"
+    headed = book.headed_columns(table, kind="rho").splitlines()
+    assert headed[2] == "| method | rho = 1 | rho = 10 | LT, rho = 100 | imb, IR 20 | hidden 250, rho=1 |"
+    assert headed[4] == "| a | 1 | 10 | 2 | 3 | 4 |"  # the cells unchanged
+    assert book.column_heading("5000", kind="IR") == "IR 5000"
+    stems = {p.stem for p in REPO_ROOT.glob("results/*/tables/*.md")}
+    assert stems and sorted(stems - set(book.RENDERED_TABLES)) == []  # every rendered table has a title
+    assert book.table_title("app_alpha")[0] == "Appendix: sensitivity to alpha"
+    page = book.tables_page(sources=book.book_sources(profile="cpu"), settings=load_profile("cpu"))
+    titles = [line[3:] for line in page.splitlines() if line.startswith("## ")]
+    assert not [t for t in titles if t in stems], titles
+    assert "| method | rho = 1 | rho = 10 | rho = 100 |" in page
+    assert "| method | IR 1 | IR 20 | IR 50 | IR 5000 |" in page
+
+
+def test_the_smoke_book_shows_the_last_runs_notebooks_and_says_what_to_run_without_results(tmp_path):
+    """The smoke book shows the committed notebooks, each replaced by the last run's executed copy
+    (runs/smoke/) where there is one; with no results it says to run `make reproduce` first."""
+    committed, runs, results = tmp_path / "notebooks", tmp_path / "runs", tmp_path / "results"
+    for folder in (committed, runs, results):
+        folder.mkdir()
+    for name in ("00_data", "01_toy"):
+        (committed / f"{name}.ipynb").write_text("{}")
+    (runs / "01_toy.ipynb").write_text("{}")
+    sources = book.BookSources(profile="smoke", notebooks=committed, figures=tmp_path, results=results, runs=runs)
+    assert book.executed_notebooks(sources) == [committed / "00_data.ipynb", runs / "01_toy.ipynb"]
+    assert not book.has_results(sources)
+    assert "`make reproduce`" in book.missing_results_note("smoke")
+    assert "`make reproduce PROFILE=cpu`" in book.missing_results_note("cpu")
+    (results / "table1.csv").write_text("x\n")
+    assert book.has_results(sources)

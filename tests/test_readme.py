@@ -3,6 +3,7 @@ that LICENSE and pyproject.toml hold, and quotes the cpu claims tally that docs/
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 
@@ -80,6 +81,12 @@ def test_every_ledger_tally_is_the_ledgers_own():
     assert count_line_tally(claims_txt) == gpu, (
         "results/gpu/claims.txt is not the ledger's: python -m dartlib claims --profile gpu > results/gpu/claims.txt")
     assert f"of {sum(gpu.values())} checks" in readme.split("- **gpu**:")[1]
+    # the cpu book's notebook 99, as it ran on the committed results
+    notebook = json.loads((REPO_ROOT / "results" / "cpu" / "notebooks" / "99_claims.ipynb").read_text())
+    printed = ["".join(o.get("text", "")) for c in notebook["cells"] for o in c.get("outputs", [])]
+    line = next(t.strip().splitlines()[-1] for t in printed if "claims on profile cpu" in t)
+    assert count_line_tally(line) == cpu, (
+        "results/cpu/notebooks/99_claims.ipynb is not the ledger's: python -m dartlib run --profile cpu --publish 99")
 
 
 def test_the_two_commands_come_first_and_every_notebook_is_listed():

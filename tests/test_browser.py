@@ -162,6 +162,8 @@ def _crawl(browser, base: str, *, width: int = WIDTHS["desktop"]) -> dict[str, d
         ids = page.eval_on_selector_all("[id]", "els => els.map(e => e.id)")
         links = [urljoin(url, h) for h in hrefs if not urlparse(h).scheme or urljoin(url, h).startswith(base)]
         overflow = page.evaluate(WIDER_THAN_THE_WINDOW) + page.evaluate(CLIPPED_HEADINGS)
+        if page.locator("article").count() and "???" in page.inner_text("article"):
+            overflow.append("MathJax shows a LaTeX reference as ???")
         seen[url] = {"status": response.status if response else None, "errors": list(errors), "overflow": overflow,
                      "broken_images": [i["src"] for i in images if not i["ok"]], "images": len(images),
                      "links": links, "ids": set(ids)}

@@ -625,9 +625,10 @@ html_static_path = ["_static"]
 html_css_files = ["dart-book.css"]
 html_js_files = ["dart-book.js"]
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
-# messageStyle none: no "Processing math" box over the page's corner while it typesets
+# messageStyle none: no "Processing math" box over the page's corner while it typesets; processRefs off: a claim
+# quotes the paper's LaTeX source, whose \\ref commands MathJax would show as "???"
 mathjax2_config = {{"messageStyle": "none",
-                    "tex2jax": {{"inlineMath": [["\\\\(", "\\\\)"]], "processEscapes": True,
+                    "tex2jax": {{"inlineMath": [["\\\\(", "\\\\)"]], "processEscapes": True, "processRefs": False,
                                  "ignoreClass": "document", "processClass": "math|output_area"}},
                     "HTML-CSS": {{"availableFonts": ["STIX-Web"], "preferredFont": "STIX-Web", "webFont": "STIX-Web",
                                  "imageFont": None,

@@ -65,8 +65,26 @@ def names_of(kind: str):
     return check
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Each option's help ends with its default, ``(default: ...)``, unless the help already says
+    it; an option that is off or unset unless given (a flag, a value with no default) has none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or any(action.default is v for v in (None, False, argparse.SUPPRESS)) or (
+                not action.option_strings and action.nargs not in (argparse.OPTIONAL, argparse.ZERO_OR_MORE)):
+            return text
+        shown = ", ".join(map(str, action.default)) if isinstance(action.default, list) else "%(default)s"
+        return f"{text} (default: {shown})"
+
+
 class _Parser(argparse.ArgumentParser):
-    """An argument error is one line on stderr (the usage is one --help away), exit status 2."""
+    """An argument error is one line on stderr (the usage is one --help away), exit status 2; every
+    option's help shows its default (:class:`_HelpFormatter`; subcommands' parsers are this class too)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -174,7 +192,7 @@ def _cmd_book(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else BOOK_DIR / args.profile
     _writable((out.parent, "give another folder with --out DIR"))
     try:
-        index = build_book(profile=args.profile, out=Path(args.out) if args.out else None)
+        index = build_book(profile=args.profile, out=Path(args.out) if args.out else None, progress=True)
     except RuntimeError as err:  # Sphinx's own messages are above; the previous book is left as it was
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -733,12 +751,15 @@ def _cmd_travel_unpack(args: argparse.Namespace) -> int:
     return 0
 
 
+PROFILE_HELP = "profile name: a file notebooks/profiles/<name>.yaml (python -m dartlib profiles lists them)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m dartlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute the numbered notebooks with papermill")
-    run.add_argument("--profile", default=DEFAULT_PROFILE, help="profile name (notebooks/profiles/*.yaml)")
+    run.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     run.add_argument("notebooks", nargs="*", help="notebook numbers or names (default: the profile's `notebooks` list, else all)")
     run.add_argument("--keep-going", action="store_true", help="run later notebooks after a failure")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -756,7 +777,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
 
     book = sub.add_parser("book", help="build a profile's results book (static HTML) from its executed notebooks")
-    book.add_argument("--profile", default=DEFAULT_PROFILE, help="profile name (notebooks/profiles/*.yaml)")
+    book.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     book.add_argument("--out", help="output folder (default: build/book/<profile>/)")
     book.set_defaults(func=_cmd_book)
 
@@ -781,14 +802,17 @@ def build_parser() -> argparse.ArgumentParser:
         func=_cmd_data_status
     )
     fetch = data.add_parser("download", help="download a dataset with a public source (checksums verified)")
-    fetch.add_argument("dataset", choices=["cifar10", "cifar100", "fmnist", "cifar10c", "cifar100c"])
+    fetch.add_argument("dataset", choices=["cifar10", "cifar100", "fmnist", "cifar10c", "cifar100c"],
+                       help="the dataset to download into the data root")
     fetch.set_defaults(func=_cmd_data_download)
     prepare = data.add_parser("prepare", help="generate a corrupted test set in the CIFAR-C layout")
-    prepare.add_argument("dataset", choices=["cifar10c", "cifar100c", "fmnistc"])
+    prepare.add_argument("dataset", choices=["cifar10c", "cifar100c", "fmnistc"],
+                         help="the corrupted test set to generate from its clean test set")
     prepare.add_argument("--severities", type=int, nargs="+", default=[5], choices=range(1, 6), metavar="{1..5}",
-                         help="default: 5 (the paper's)")
-    prepare.add_argument("--corruptions", nargs="+", type=names_of("corruption"), help="default: all 15")
-    prepare.add_argument("--seed", type=int, default=0)
+                         help="the severities to generate (default: 5, the paper's)")
+    prepare.add_argument("--corruptions", nargs="+", type=names_of("corruption"),
+                         help="the corruptions to generate (default: all 15)")
+    prepare.add_argument("--seed", type=int, default=0, help="seed of the corruptions' random draws")
     prepare.set_defaults(func=_cmd_data_prepare)
 
     pack = data.add_parser("pack-cifar10", help="pack the CIFAR-10 image folder into one lzma file (for a GPU machine)")
@@ -808,7 +832,7 @@ def build_parser() -> argparse.ArgumentParser:
     travel.add_parser("patterns", help="the same choice as git sparse-checkout patterns (for a checkout whose working "
                                        "tree travels)").set_defaults(func=_cmd_travel_patterns)
     tsplit = travel.add_parser("split", help="a file in parts of at most 16 MiB plus a sha256 manifest")
-    tsplit.add_argument("file", type=Path)
+    tsplit.add_argument("file", type=Path, help="the file to split")
     tsplit.add_argument("--out", required=True, type=Path, help="folder for the parts and the manifest")
     tsplit.add_argument("--part-mib", type=part_size_mib, default=16.0, help="the largest part, MiB (default 16)")
     tsplit.set_defaults(func=_cmd_travel_split)
@@ -824,38 +848,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
     corr = bench.add_parser("corruptions", help="our corruption generator vs imagecorruptions, images/second")
-    corr.add_argument("--dataset", default="cifar10")
-    corr.add_argument("--n", type=positive_int, default=1000)
-    corr.add_argument("--severity", type=int, default=5, choices=range(1, 6), metavar="{1..5}")
+    corr.add_argument("--dataset", default="cifar10", help="whose test images are corrupted")
+    corr.add_argument("--n", type=positive_int, default=1000, help="images corrupted")
+    corr.add_argument("--severity", type=int, default=5, choices=range(1, 6), metavar="{1..5}",
+                      help="the corruptions' severity")
     corr.set_defaults(func=_cmd_bench_corruptions)
     models = bench.add_parser("models", help="images/second of each backbone: eval, BN-adapt, training step")
     models.add_argument("--archs", nargs="+", type=names_of("architecture"),
-                        default=["small-cnn", "resnet26-w16", "resnet26"])
-    models.add_argument("--batch", type=positive_int, default=200)
-    models.add_argument("--repeats", type=positive_int, default=3)
+                        default=["small-cnn", "resnet26-w16", "resnet26"], help="the backbones timed")
+    models.add_argument("--batch", type=positive_int, default=200, help="images per batch")
+    models.add_argument("--repeats", type=positive_int, default=3, help="timed repeats")
     models.set_defaults(func=_cmd_bench_models)
     dartb = bench.add_parser("dart", help="DART's cost: intermediate training vs BN-adapt forward, BNAdapt+DART vs BNAdapt")
-    dartb.add_argument("--profile", default=DEFAULT_PROFILE)
+    dartb.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     dartb.add_argument("--steps", type=positive_int, default=50, help="intermediate steps timed")
     dartb.add_argument("--stream", type=positive_int, default=4000, help="test images in the timed stream")
-    dartb.add_argument("--repeats", type=positive_int, default=3)
+    dartb.add_argument("--repeats", type=positive_int, default=3, help="timed repeats")
     dartb.set_defaults(func=_cmd_bench_dart)
 
     refb = bench.add_parser("refiners", help="refiners sharing their intermediate batches: separate trainings vs one pass")
-    refb.add_argument("--profile", default=DEFAULT_PROFILE)
+    refb.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     refb.add_argument("--count", type=positive_int, default=5, help="refiners (the profile's alpha table values)")
     refb.add_argument("--steps", type=positive_int, default=20, help="intermediate steps per refiner")
-    refb.add_argument("--repeats", type=positive_int, default=2)
+    refb.add_argument("--repeats", type=positive_int, default=2, help="timed repeats")
     refb.set_defaults(func=_cmd_bench_refiners)
 
     claims = sub.add_parser("claims", help="check the paper's claims (data/paper/claims.yaml) on a profile's results")
-    claims.add_argument("--profile", default=DEFAULT_PROFILE)
+    claims.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     claims.set_defaults(func=_cmd_claims)
 
     grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
     grid_.add_argument("experiment", help="a grid of dartlib.experiments.grids.GRIDS: table1, note_report, "
                                           "online_imbalance, backbone_study, diagnosis (an unknown name lists them)")
-    grid_.add_argument("--profile", default=DEFAULT_PROFILE)
+    grid_.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
     grid_.add_argument("--threads", type=positive_int, help="torch CPU threads for this process")
     grid_.add_argument("--refiners", help="comma-separated refiners to keep (e.g. none: the cells without DART first)")
@@ -873,7 +898,7 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.set_defaults(func=_cmd_grid)
 
     valid = sub.add_parser("validate-alpha", help="choose alpha for a profile's backbone on held-out training data")
-    valid.add_argument("--profile", default=DEFAULT_PROFILE)
+    valid.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     valid.add_argument("--alphas", type=float_list, default="0.1,1,10", help="comma-separated candidates (default 0.1,1,10)")
     valid.add_argument("--epochs", type=positive_int, default=VALIDATION_EPOCHS, help="intermediate epochs of each candidate's g_phi")
     valid.add_argument("--heldout", type=positive_int, default=500, help="training images per class held out")
@@ -918,11 +943,16 @@ def build_parser() -> argparse.ArgumentParser:
     choose.set_defaults(func=_cmd_choose_alpha)
 
     train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
-    train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile")
-    train.add_argument("--dataset", type=names_of("dataset"))
-    train.add_argument("--arch", type=names_of("architecture"))
-    train.add_argument("--recipe", type=names_of("recipe"))
-    train.add_argument("--seed", type=int)
+    train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile (the options below "
+                                         "override its values; default: none, then --dataset, --arch and --recipe "
+                                         "are needed)")
+    train.add_argument("--dataset", type=names_of("dataset"), help="the training set (default: the profile's "
+                                                                   "source_dataset)")
+    train.add_argument("--arch", type=names_of("architecture"), help="the backbone (default: the profile's source_arch)")
+    train.add_argument("--recipe", type=names_of("recipe"), help="the training recipe: epochs, optimiser, schedule, "
+                                                                 "augmentation (default: the profile's source_recipe)")
+    train.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default: the profile's "
+                                                "seed, else 0)")
     train.add_argument("--max-epochs", type=positive_int, help="stop after this many epochs in this call (the next call resumes)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--directory", type=Path,
@@ -938,7 +968,7 @@ def build_parser() -> argparse.ArgumentParser:
     ref = sub.add_parser("reference", help="a profile's results against the stored values (tests/golden/<profile>/)")
     ref.add_argument("action", choices=["check", "update"],
                      help="check: compare within the stated tolerances; update: store the current results")
-    ref.add_argument("--profile", default=DEFAULT_PROFILE)
+    ref.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     ref.set_defaults(func=_cmd_reference)
     return parser
 

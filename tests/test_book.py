@@ -208,21 +208,26 @@ def test_each_caption_names_only_what_its_figure_plots(tmp_path, monkeypatch):
     assert not problems, "\n".join(problems)
 
 
-def test_every_figure_uses_the_one_style(tmp_path, monkeypatch):
+def _assert_the_one_style(drawn: dict) -> None:
+    """Each figure's layout engine, width and font sizes are figures.py's."""
     from matplotlib.layout_engine import ConstrainedLayoutEngine
     from matplotlib.text import Text
 
     from dartlib.reporting import figures
 
-    drawn = _smoke_figures(tmp_path, monkeypatch)
     allowed = set(figures.FONT_SIZES.values()) | {figures.ANNOTATION_SIZE}
     for stem, fig in drawn.items():
         assert isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine), stem
         assert round(fig.get_figwidth(), 2) in (figures.WIDTH, figures.HALF_WIDTH), stem
         sizes = {t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text()}
         assert sizes <= allowed, (stem, sorted(sizes - allowed))
+
+
+def test_every_figure_uses_the_one_style(tmp_path, monkeypatch):
+    _assert_the_one_style(_smoke_figures(tmp_path, monkeypatch))
     # sizes, fonts and layout come from figures.py only: no figure module sets its own
-    for module in sorted((REPO_ROOT / "dartlib" / "reporting").glob("*_figures.py")):
+    for module in [*sorted((REPO_ROOT / "dartlib" / "reporting").glob("*_figures.py")),
+                   REPO_ROOT / "dartlib" / "reporting" / "diagnosis.py"]:
         source = module.read_text()
         assert "tight_layout" not in source, module.name
         assert not re.search(r"fontsize=\d", source), module.name
@@ -264,3 +269,86 @@ def test_the_overview_shows_the_diagnosis_of_the_failing_claims():
     row = next(line for line in section.splitlines() if "| epochs50 |" in line)
     assert "| -0.22 ± 0.16 | +0.54 * |" in row and "| -2.78 ± 0.18 | +16.85 * |" in row
     assert book._diagnosis_section(sources=dataclasses.replace(sources, results=REPO_ROOT / "results" / "gpu")) == []
+
+
+def _committed_study_figures(tmp_path, monkeypatch) -> dict:
+    """Notebook 14's and 15's figures drawn from the committed cpu rows (nothing computed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dartlib.experiments.backbone_study import study_results, study_table
+    from dartlib.experiments.diagnosis import diagnosis_results
+    from dartlib.experiments.grid import read_results
+    from dartlib.reporting import accuracy_figures, diagnosis, figures
+
+    monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
+    monkeypatch.setattr(plt, "show", lambda *a, **k: None)
+    figures.apply_style()
+    cpu = load_profile("cpu")
+    rows = study_results(profile="cpu", compute=False, archs=cpu["study_archs"], severities=cpu["study_severities"],
+                         progress=False)
+    gpu = REPO_ROOT / "results" / "gpu"
+    points = study_table(study=rows, gpu_table1=read_results(gpu / "table1.csv"),
+                         gpu_online=read_results(gpu / "online_imbalance.csv"))
+    rows, _ = diagnosis_results(profile="cpu", compute=False, names=cpu["diagnosis_variants"], progress=False)
+    return {"backbone_study": accuracy_figures.plot_study(points, profile="cpu"),
+            "diagnosis": diagnosis.diagnosis_figure(rows=rows, profile="cpu")}
+
+
+def test_the_diagnosis_and_backbone_figures_use_the_one_style(tmp_path, monkeypatch):
+    """Their width, font sizes and layout are figures.py's, each has a title, every line the
+    diagnosis draws is in its legend, and no two point labels of the backbone study overlap."""
+    from matplotlib.text import Annotation
+
+    drawn = _committed_study_figures(tmp_path, monkeypatch)
+    _assert_the_one_style(drawn)
+    assert all(fig.get_suptitle() for fig in drawn.values()), "a figure without a title"
+    diagnosis = drawn["diagnosis"]
+    legend = {t.get_text() for leg in diagnosis.legends for t in leg.get_texts()}
+    drawn_labels = {line.get_label() for ax in diagnosis.axes for line in ax.get_lines()
+                    if not line.get_label().startswith("_")}
+    assert {"Table 1's refiner", "the paper"} <= drawn_labels <= legend | {"variant, ± 2 SE"}, (drawn_labels, legend)
+    assert "variant, ± 2 SE" in legend
+    study = drawn["backbone_study"]
+    study.canvas.draw()
+    renderer = study.canvas.get_renderer()
+    for ax in study.axes:
+        boxes = [(a.get_text(), a.get_window_extent(renderer)) for a in ax.texts if isinstance(a, Annotation)]
+        overlapping = [(p[0], q[0]) for i, p in enumerate(boxes) for q in boxes[i + 1:] if p[1].overlaps(q[1])]
+        assert not overlapping, f"point labels overlap in backbone_study: {overlapping}"
+
+
+def test_table_columns_say_what_they_are_and_tables_are_titled_by_content():
+    table = "**t**\n\n| method | 1 | 10 | LT 100 | imb 20 | hidden 250, rho=1 |\n|---|---|---|---|---|---|\n| a | 1 | 10 | 2 | 3 | 4 |"
+    headed = book.headed_columns(table, kind="rho").splitlines()
+    assert headed[2] == "| method | rho = 1 | rho = 10 | LT, rho = 100 | imb, IR 20 | hidden 250, rho=1 |"
+    assert headed[4] == "| a | 1 | 10 | 2 | 3 | 4 |"  # the cells unchanged
+    assert book.column_heading("5000", kind="IR") == "IR 5000"
+    stems = {p.stem for p in REPO_ROOT.glob("results/*/tables/*.md")}
+    assert stems and sorted(stems - set(book.RENDERED_TABLES)) == []  # every rendered table has a title
+    assert book.table_title("app_alpha")[0] == "Appendix: sensitivity to alpha"
+    page = book.tables_page(sources=book.book_sources(profile="cpu"), settings=load_profile("cpu"))
+    titles = [line[3:] for line in page.splitlines() if line.startswith("## ")]
+    assert not [t for t in titles if t in stems], titles
+    assert "| method | rho = 1 | rho = 10 | rho = 100 |" in page
+    assert "| method | IR 1 | IR 20 | IR 50 | IR 5000 |" in page
+
+
+def test_the_smoke_book_shows_the_last_runs_notebooks_and_says_what_to_run_without_results(tmp_path):
+    """The smoke book shows the committed notebooks, each replaced by the last run's executed copy
+    (runs/smoke/) where there is one; with no results it says to run `make reproduce` first."""
+    committed, runs, results = tmp_path / "notebooks", tmp_path / "runs", tmp_path / "results"
+    for folder in (committed, runs, results):
+        folder.mkdir()
+    for name in ("00_data", "01_toy"):
+        (committed / f"{name}.ipynb").write_text("{}")
+    (runs / "01_toy.ipynb").write_text("{}")
+    sources = book.BookSources(profile="smoke", notebooks=committed, figures=tmp_path, results=results, runs=runs)
+    assert book.executed_notebooks(sources) == [committed / "00_data.ipynb", runs / "01_toy.ipynb"]
+    assert not book.has_results(sources)
+    assert "`make reproduce`" in book.missing_results_note("smoke")
+    assert "`make reproduce PROFILE=cpu`" in book.missing_results_note("cpu")
+    (results / "table1.csv").write_text("x\n")
+    assert book.has_results(sources)

@@ -1,5 +1,6 @@
 """What a person sees, checked in a real browser (Debian's chromium driven by Playwright): the
-results book of the smoke and cpu profiles, and JupyterLab running notebook 01.
+results book of the smoke and cpu profiles at a desktop's width (1280 px) and a phone's (390 px),
+and JupyterLab running notebook 01.
 
 Screenshots are kept in ``build/test-artifacts/``. Without chromium (``apt-get install
 chromium``; ``make setup`` installs it as root) or Playwright, these tests skip and say so.
@@ -30,6 +31,7 @@ from dartlib.runner import lab_command
 
 ARTEFACTS = REPO_ROOT / "build" / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+WIDTHS = {"desktop": 1280, "phone": 390}  # the window widths every page of the book is checked at
 LAB_NOTEBOOK = "01_toy_gaussian.ipynb"
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (make setup)")
@@ -108,17 +110,40 @@ WIDER_THAN_THE_WINDOW = """() => {
         el.scrollWidth > el.clientWidth + 1 && !["auto", "scroll"].includes(st.overflowX) && !scrollBox(el))
       problems.push(`${name(el)} is ${el.scrollWidth} px wide in a ${el.clientWidth} px box that does not scroll (clipped)`);
   }
-  if (document.documentElement.scrollWidth > vw + 1)
-    problems.push(`the page scrolls sideways (${document.documentElement.scrollWidth} px)`);
+  if (document.scrollingElement.scrollWidth > window.innerWidth)
+    problems.push(`the page scrolls sideways (${document.scrollingElement.scrollWidth} px in a ${window.innerWidth} px window)`);
+  return problems;
+}"""
+
+# Headings whole: every heading of the text, and every entry of the page's contents on the right,
+# shows all its text inside its column (neither cut at the column's edge nor wider than its box).
+CLIPPED_HEADINGS = """() => {
+  const problems = [];
+  const visible = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const check = (el, column, where) => {
+    if (!visible(el) || !column) return;
+    const r = el.getBoundingClientRect(), c = column.getBoundingClientRect();
+    const text = el.textContent.trim().slice(0, 60);
+    if (el.scrollWidth > el.clientWidth + 1)
+      problems.push(`${where} "${text}" is ${el.scrollWidth} px wide in a ${el.clientWidth} px box (clipped)`);
+    else if (r.right > c.right + 1 || r.left < c.left - 1)
+      problems.push(`${where} "${text}" spans ${Math.round(r.left)}..${Math.round(r.right)} px, its column ` +
+                    `${Math.round(c.left)}..${Math.round(c.right)} px (clipped)`);
+  };
+  const article = document.querySelector("article.bd-article");
+  for (const h of document.querySelectorAll("article.bd-article :is(h1, h2, h3)")) check(h, article, "heading");
+  const toc = document.querySelector(".bd-sidebar-secondary");
+  if (toc && getComputedStyle(toc).display !== "none")
+    for (const a of toc.querySelectorAll(".page-toc a")) check(a, toc, "contents entry");
   return problems;
 }"""
 
 
-def _crawl(browser, base: str) -> dict[str, dict]:
-    """Every page reachable from index.html by internal links, at a 1280 px window: its console
-    errors, images that did not decode, internal links, element ids and the elements wider than
-    the window outside a scroll box."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+def _crawl(browser, base: str, *, width: int = WIDTHS["desktop"]) -> dict[str, dict]:
+    """Every page reachable from index.html by internal links, at a window ``width`` px wide: its
+    console errors, images that did not decode, internal links, element ids, the elements wider
+    than the window outside a scroll box and the headings not shown whole."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -136,7 +161,9 @@ def _crawl(browser, base: str) -> dict[str, dict]:
         hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
         ids = page.eval_on_selector_all("[id]", "els => els.map(e => e.id)")
         links = [urljoin(url, h) for h in hrefs if not urlparse(h).scheme or urljoin(url, h).startswith(base)]
-        overflow = page.evaluate(WIDER_THAN_THE_WINDOW)
+        overflow = page.evaluate(WIDER_THAN_THE_WINDOW) + page.evaluate(CLIPPED_HEADINGS)
+        if page.locator("article").count() and "???" in page.inner_text("article"):
+            overflow.append("MathJax shows a LaTeX reference as ???")
         seen[url] = {"status": response.status if response else None, "errors": list(errors), "overflow": overflow,
                      "broken_images": [i["src"] for i in images if not i["ok"]], "images": len(images),
                      "links": links, "ids": set(ids)}
@@ -145,9 +172,13 @@ def _crawl(browser, base: str) -> dict[str, dict]:
     return seen
 
 
-def test_book_pages_load_images_decode_and_links_resolve(browser, book):
+@pytest.mark.parametrize("screen", list(WIDTHS))
+def test_book_pages_load_images_decode_and_links_resolve(browser, book, screen):
+    """Every page at a desktop's and at a phone's width: loads without console errors, its images
+    decode, its links resolve, nothing but a wide table or code block (in its own scroll box)
+    reaches past the window, and its headings show whole."""
     profile, base = book
-    pages = _crawl(browser, base)
+    pages = _crawl(browser, base, width=WIDTHS[screen])
     names = {urlparse(u).path.lstrip("/") for u in pages}
     assert {"index.html", "gallery.html", "tables.html", "deviations.html", "notebooks.html"} <= names
     assert len([n for n in names if n.startswith("notebooks/")]) >= (16 if profile == "smoke" else 1)
@@ -171,21 +202,103 @@ def test_book_pages_load_images_decode_and_links_resolve(browser, book):
     assert gallery["images"] == len(list((REPO_ROOT / "figures" / profile).glob("*.png")))
 
 
-def test_book_screenshots_show_the_overview_gallery_and_a_notebook(browser, book):
+@pytest.mark.parametrize("screen", list(WIDTHS))
+def test_book_screenshots_show_the_overview_gallery_and_a_notebook(browser, book, screen):
+    """Screenshots of the main pages at both widths (build/test-artifacts/book-<profile>-<screen>-*.png)."""
     profile, base = book
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page = browser.new_page(viewport={"width": WIDTHS[screen], "height": 900})
     page.goto(urljoin(base, "index.html"))
     assert "The claims ledger" in page.inner_text("body")
     statuses = page.eval_on_selector_all("table.claims tr[style]", "rows => rows.map(r => r.style.background)")
     assert statuses and all(statuses), "the claims ledger rows are coloured by status"
-    for name in ("index", "gallery", "tables.html#table-1-per-corruption-appendix-tables-19-to-21",
+    for name in ("index", "index.html#the-claims-ledger", "claims", "gallery", "tables",
+                 "tables.html#table-1-per-corruption-appendix-tables-19-to-21",
                  "notebooks/06_table1_main.html#the-rendered-table"):
         page.goto(urljoin(base, name if ".html" in name else f"{name}.html"))
         page.wait_for_load_state("networkidle")
-        shot = name.split(".html")[0].replace("/", "-")
-        page.screenshot(path=str(ARTEFACTS / f"book-{profile}-{shot}.png"), full_page=False)
+        shot = name.replace(".html", "").replace("#", "-").replace("/", "-")
+        page.screenshot(path=str(ARTEFACTS / f"book-{profile}-{screen}-{shot}.png"), full_page=False)
     page.close()
+
+
+def test_gallery_figures_link_to_their_full_size_image(browser, book):
+    """Each gallery figure is a link to its PNG at full size (the file's own pixel width)."""
+    profile, base = book
+    page = browser.new_page(viewport={"width": WIDTHS["phone"], "height": 900})
+    page.goto(urljoin(base, "gallery.html"))
+    figures = page.eval_on_selector_all(
+        "article figure img", "els => els.map(e => ({href: e.closest('a') && e.closest('a').getAttribute('href'), "
+        "shown: e.getBoundingClientRect().width, src: e.getAttribute('src')}))")
+    assert len(figures) == len(list((REPO_ROOT / "figures" / profile).glob("*.png")))
+    problems = []
+    for figure in figures:
+        if not figure["href"]:
+            problems.append(f"{figure['src']}: no link to its full-size image")
+            continue
+        name = figure["href"].rsplit("/", 1)[-1]
+        full = page.evaluate("""async url => { const i = new Image(); i.src = url; await i.decode();
+                                return i.naturalWidth; }""", urljoin(page.url, figure["href"]))
+        png = (REPO_ROOT / "figures" / profile / name).read_bytes()
+        if full != int.from_bytes(png[16:20], "big"):
+            problems.append(f"{figure['src']}: its link shows {full} px, the figure is {int.from_bytes(png[16:20], 'big')} px")
+        if figure["shown"] > WIDTHS["phone"]:
+            problems.append(f"{figure['src']}: shown {figure['shown']} px wide on a phone")
+    page.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_tables_say_what_their_columns_are_and_are_titled_by_content(browser, book):
+    """No column of a results table is headed by a bare number (Table 1's read rho = 1, 10, 100;
+    online imbalance's IR), and no table is titled by its file name."""
+    profile, base = book
+    page = browser.new_page(viewport={"width": WIDTHS["desktop"], "height": 900})
+    page.goto(urljoin(base, "tables.html"))
+    headers = page.eval_on_selector_all("article table thead th", "els => els.map(e => e.textContent.trim())")
+    titles = page.eval_on_selector_all("article h2", "els => els.map(e => e.textContent.replace('#', '').trim())")
+    page.close()
+    bare = sorted({h for h in headers if re.fullmatch(r"[\d.]+|LT [\d.]+|imb [\d.]+", h)})
+    assert not bare, f"columns headed by a bare number: {bare}"
+    stems = {p.stem for p in (REPO_ROOT / "results" / profile / "tables").glob("*.md")}
+    assert not [t for t in titles if t in stems or re.fullmatch(r"\w+_\w+", t)], titles
+    if (REPO_ROOT / "results" / profile / "table1.csv").is_file():
+        assert {"rho = 1", "rho = 10", "rho = 100"} <= set(headers)
+    if (REPO_ROOT / "results" / profile / "tables" / "online_imbalance.md").is_file():
+        assert "IR 5000" in headers
+
+
+def test_served_search_shows_the_matching_passage(browser, book):
+    """Served over HTTP, each search result's excerpt is the passage holding the search word,
+    not the theme's own text (its colour-mode menu: "System Settings Light Dark")."""
+    profile, base = book
+    page = browser.new_page(viewport={"width": WIDTHS["desktop"], "height": 900})
+    for word in ("claims", "Dirichlet"):  # "claims": pages whose title matches (Sphinx took the theme's header)
+        page.goto(urljoin(base, f"search.html?q={word}"))
+        page.wait_for_selector("#search-results li p.context", timeout=30_000)
+        page.wait_for_load_state("networkidle")
+        excerpts = page.eval_on_selector_all("#search-results li p.context", "els => els.map(e => e.textContent)")
+        assert excerpts, word
+        assert not [e for e in excerpts if "System Settings" in e or "Light Dark" in " ".join(e.split())], excerpts
+        with_word = [e for e in excerpts if word.lower() in e.lower()]
+        assert len(with_word) >= len(excerpts) / 2, (word, excerpts)
+    page.close()
+
+
+def test_a_book_without_results_says_what_to_run(browser, book):
+    """A profile whose results are not on this checkout (the smoke profile on a fresh clone, before
+    `make reproduce`) says so at the top of its overview, naming the command; one with results does
+    not."""
+    from dartlib.reporting.book import book_sources, has_results
+
+    profile, base = book
+    page = browser.new_page(viewport={"width": WIDTHS["desktop"], "height": 900})
+    page.goto(urljoin(base, "index.html"))
+    warnings = page.eval_on_selector_all("article .admonition.warning", "els => els.map(e => e.textContent)")
+    page.close()
+    if has_results(book_sources(profile=profile)):
+        assert not warnings
+    else:
+        assert warnings and "make reproduce" in warnings[0], warnings
 
 
 def test_the_wider_than_the_window_check_finds_a_wide_element(browser):

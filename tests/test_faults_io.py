@@ -382,7 +382,7 @@ def small_book(monkeypatch):
 
     import dartlib.reporting.book as book
 
-    def source(*, profile, out):
+    def source(*, profile, out, **options):  # options: progress, stage
         out.mkdir(parents=True)
         (out / "index.md").write_text("# new\n")
         return out

@@ -3,6 +3,7 @@ that LICENSE and pyproject.toml hold, and quotes the cpu claims tally that docs/
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 
@@ -47,3 +48,51 @@ def test_the_readme_quotes_the_cpu_claims_tally_of_the_ledger():
     assert quoted == cpu, "README.md's cpu tally differs from docs/claims.md: copy the numbers from its first lines"
     assert f"of {sum(cpu.values())} checks" in paragraph
     assert "[docs/claims.md](docs/claims.md)" in paragraph
+
+
+def _ledger_tally(profile: str) -> dict[str, int]:
+    """The tally of the claims ledger on ``profile``'s committed results, as `python -m dartlib
+    claims --profile <profile>` prints it on its last line."""
+    from dartlib.reporting import claims
+
+    table = claims.evaluate(profile, corrupted_dataset="cifar10c", folder=claims.PAGE_RESULTS[profile])
+    return count_line_tally(claims.count_line(table=table))
+
+
+def count_line_tally(line: str) -> dict[str, int]:
+    """The counts of a line "HOLDS: a, WITHIN NOISE: b, FAILS: c, NOT RUN: d"."""
+    return {verdict: int(n) for verdict, n in re.findall(r"(HOLDS|WITHIN NOISE|FAILS|NOT RUN): (\d+)", line)}
+
+
+def test_every_ledger_tally_is_the_ledgers_own():
+    """One set of ledger numbers everywhere: the README's cpu and gpu tallies, docs/results.md's gpu
+    tally and results/gpu/claims.txt equal the ledger evaluated on the committed results now, every
+    verdict named with its count."""
+    cpu, gpu = _ledger_tally("cpu"), _ledger_tally("gpu")
+    readme = " ".join(README.split())
+    quoted_cpu = tally(readme.split("**Claims, cpu profile.**")[1].split("Every claim")[0])
+    quoted_gpu = tally(readme.split("- **gpu**:")[1].split("- **paper-c10**")[0])
+    results = " ".join((REPO_ROOT / "docs" / "results.md").read_text().split())
+    in_results = tally(results.split("The claims ledger on gpu")[1].split(". ")[0])
+    claims_txt = (REPO_ROOT / "results" / "gpu" / "claims.txt").read_text().splitlines()[-1]
+    assert quoted_cpu == cpu, f"README.md's cpu tally {quoted_cpu}; the ledger: {cpu}"
+    assert quoted_gpu == gpu, f"README.md's gpu tally {quoted_gpu}; the ledger: {gpu}"
+    assert in_results == gpu, f"docs/results.md's gpu tally {in_results}; the ledger: {gpu}"
+    assert count_line_tally(claims_txt) == gpu, (
+        "results/gpu/claims.txt is not the ledger's: python -m dartlib claims --profile gpu > results/gpu/claims.txt")
+    assert f"of {sum(gpu.values())} checks" in readme.split("- **gpu**:")[1]
+    # the cpu book's notebook 99, as it ran on the committed results
+    notebook = json.loads((REPO_ROOT / "results" / "cpu" / "notebooks" / "99_claims.ipynb").read_text())
+    printed = ["".join(o.get("text", "")) for c in notebook["cells"] for o in c.get("outputs", [])]
+    line = next(t.strip().splitlines()[-1] for t in printed if "claims on profile cpu" in t)
+    assert count_line_tally(line) == cpu, (
+        "results/cpu/notebooks/99_claims.ipynb is not the ledger's: python -m dartlib run --profile cpu --publish 99")
+
+
+def test_the_two_commands_come_first_and_every_notebook_is_listed():
+    before = README.split("## Two commands")[0]
+    assert "make reproduce" in README.split("## ")[1] and "make test" in README.split("## ")[1]
+    assert "**The paper.**" not in before and "![" not in before, "the set-up commands come before the paper and figure"
+    listed = set(re.findall(r"^\| `(\d\d_\w+)` \|", README, flags=re.M))
+    notebooks = {p.stem for p in (REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    assert sorted(notebooks - listed) == [], "notebooks missing from README.md's table"

@@ -121,11 +121,15 @@ def plot_study(points: pd.DataFrame, *, profile: str):
     panels = [(axes[0], "rho1_cost", "tab:green", "")] + [
         (axes[1], g, c, f"IR {g[2:-5]}, ") for g, c in zip(gains, ["tab:blue", "tab:purple"])]
     for ax, column, colour, prefix in panels:
+        # two curves share the right panel: the lower one (IR 50) is labelled below its points, the
+        # upper one (IR 5000) above, so that two labels of one backbone never sit on each other
+        below = ax is axes[1] and column == gains[0] and len(gains) > 1
         for arch, part in points.sort_values("severity").groupby("arch", sort=False):
             ax.plot(part["bnadapt"], part[column], marker=markers.get(arch, "o"), color=colour,
                     ls="-" if len(part) > 1 else "none", label=f"{prefix}{names.get(arch, arch)}")
             for x, y, sev in zip(part["bnadapt"], part[column], part["severity"]):
-                ax.annotate(f"s{sev}", (x, y), textcoords="offset points", xytext=(3, 4), fontsize=ANNOTATION_SIZE)
+                ax.annotate(f"s{sev}", (x, y), textcoords="offset points", xytext=(3, -5 if below else 4),
+                            va="top" if below else "baseline", fontsize=ANNOTATION_SIZE)
         ax.set_xlabel("BNAdapt accuracy at rho = 1 (%)")
     axes[0].axhline(0.0, color="grey", lw=0.8)
     axes[0].set_ylabel("DART's cost at rho = 1 (points)")

@@ -6,9 +6,19 @@ from the paper's settings, and the rendered tables (Table 1 with its per-corrupt
 (Appendix, Tables 19 to 21), the cost table (Appendix, "additional cost"), every other table).
 
 Nothing is executed: the book shows what the notebooks showed when they ran
-(``results/<profile>/notebooks/``, committed; on the smoke profile the committed notebooks
-themselves). ``python -m dartlib book --profile cpu`` (``make book PROFILE=cpu``) writes
-``build/book/<profile>/html/index.html``.
+(``results/<profile>/notebooks/``, committed; on the smoke profile the committed notebooks, each
+replaced by the copy ``make reproduce`` executed into ``runs/smoke/`` where there is one). The
+smoke profile's results and figures are not committed: before ``make reproduce`` its book says so
+at the top and names the command. ``python -m dartlib book --profile cpu`` (``make book
+PROFILE=cpu``) writes ``build/book/<profile>/html/index.html``, printing each stage and progress
+bars over the pages Sphinx reads and writes.
+
+Every screen: the book's stylesheet (:data:`BOOK_CSS`) wraps code spans and headings and keeps wide
+tables in their own scroll box, so that no page scrolls sideways at a phone's width (390 px);
+tables say what their columns are (rho, IR) and are titled by their content
+(:data:`RENDERED_TABLES`); gallery figures link to their full-size image; search excerpts are
+taken from the page's article (:data:`BOOK_JS`). ``tests/test_browser.py`` checks all of it at
+1280 and 390 px.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import re
 import shutil
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,11 +45,12 @@ from dartlib.reporting import claims as claims_ledger
 from dartlib.reporting.costs import cost_rows
 from dartlib.reporting.diagnosis import diagnosis_table, seed_table
 from dartlib.reporting.figures import SAVE_DPI, WIDTH
-from dartlib.reporting.paper import load_table
+from dartlib.reporting.paper import TABLES as PAPER_TABLES, load_table
 from dartlib.reporting.table1_report import per_corruption_table, rendered_table, row_order, with_row_labels
 
 BOOK_DIR = REPO_ROOT / "build" / "book"
 DOCS_DIR = REPO_ROOT / "docs"
+FULL_SIZE_DIR = "_images"  # where Sphinx puts the images a page shows, under their own names
 STATUS_COLOURS = {"HOLDS": "#c8e6c9", "WITHIN NOISE": "#fff9c4", "FAILS": "#ffcdd2", "NOT RUN": "#e0e0e0"}
 
 @dataclass(frozen=True)
@@ -49,6 +61,7 @@ class BookSources:
     notebooks: Path
     figures: Path
     results: Path
+    runs: Path | None = None  # the smoke profile: the last run's executed copies (runs/smoke/), shown where present
 
 
 @dataclass(frozen=True)
@@ -155,7 +168,35 @@ FIGURE_CAPTIONS = {f.stem: f"{f.label + ': ' if f.label else ''}{f.title}. {f.ca
 def book_sources(*, profile: str) -> BookSources:
     """The executed notebooks, figures and results of ``profile`` (none of them created here)."""
     notebooks = NOTEBOOKS_DIR if profile == "smoke" else REPO_ROOT / "results" / profile / "notebooks"
-    return BookSources(profile, notebooks, REPO_ROOT / "figures" / profile, REPO_ROOT / "results" / profile)
+    runs = REPO_ROOT / "runs" / profile if profile == "smoke" else None
+    return BookSources(profile, notebooks, REPO_ROOT / "figures" / profile, REPO_ROOT / "results" / profile, runs)
+
+
+def executed_notebooks(sources: BookSources) -> list[Path]:
+    """The executed notebooks the book shows, in order: ``sources.notebooks``; on the smoke profile
+    the committed notebooks, each replaced by the copy that ``make reproduce`` executed
+    (``runs/smoke/``) where there is one, so that the notebooks show the run that wrote
+    ``results/smoke/`` and ``figures/smoke/``."""
+    pattern = "[0-9][0-9]_*.ipynb"
+    found = {p.stem: p for p in sources.notebooks.glob(pattern)} if sources.notebooks.is_dir() else {}
+    if sources.runs is not None and sources.runs.is_dir():
+        found.update({p.stem: p for p in sources.runs.glob(pattern)})
+    return [found[name] for name in sorted(found)]
+
+
+def has_results(sources: BookSources) -> bool:
+    """Whether the profile's results folder holds any results file (a fresh clone has no smoke
+    results: ``make reproduce`` writes them)."""
+    return sources.results.is_dir() and any(sources.results.glob("*.csv"))
+
+
+def missing_results_note(profile: str) -> str:
+    """What to run when ``profile`` has no results on this checkout."""
+    run = "make reproduce" if profile == "smoke" else f"make reproduce PROFILE={profile}"
+    return (f"No results of the {profile} profile on this checkout: `results/{profile}/` and `figures/{profile}/` are "
+            f"written by `{run}` (the smoke profile: about 10 minutes on 2 CPU cores). Until then the claims ledger "
+            f"and the tables read NOT RUN and the gallery is empty. Run `{run}`, then "
+            f"`make book PROFILE={profile}`.")
 
 
 def profile_description(*, profile: str) -> str:
@@ -214,6 +255,7 @@ def overview_page(*, sources: BookSources, settings: dict, notebooks: list[str] 
         "Results of the reproducibility suite for *Label Distribution Shift-Aware Prediction Refinement for "
         "Test-Time Adaptation* (DART), as the notebooks computed them. Every number here belongs to this profile:", "",
         f"> **{profile}**: {profile_description(profile=profile)}", "",
+        *([f"```{{warning}}\n{missing_results_note(profile)}\n```", ""] if not has_results(sources) else []),
         "## What reproduces", "",
         f"The claims ledger checks each quantitative claim of the paper against this profile's results "
         f"(`data/paper/claims.yaml`; reduced profiles test the direction and rough size of an effect, not the "
@@ -276,15 +318,17 @@ def gallery_page(*, sources: BookSources) -> tuple[str, list[Path]]:
     lines = [f"# Gallery ({sources.profile} profile)", "",
              f"Every figure in `figures/{sources.profile}/` (PDF beside each PNG), in the paper's order: its figures "
              "by number, then the tables a figure draws, then the suite's own figures. Each is shown at the same "
-             f"scale, so its fonts read at the same size. Profile: {sources.profile}.", ""]
+             "scale, so its fonts read at the same size; click a figure for its full-size image. Profile: "
+             f"{sources.profile}.", ""]
     if not pngs:
         lines.append(f"No figures in `figures/{sources.profile}/`: run `make reproduce PROFILE={sources.profile}`.")
     for png in pngs:
         entry = known.get(png.stem) or GalleryFigure(png.stem, "", png.stem.replace("_", " "), "")
         heading = f"{entry.label}: {entry.title}" if entry.label else entry.title
         width = shown_width_percent(png)
+        # the image links to itself at full size (Sphinx copies every image to _images/ under its own name)
         lines += [f"## {heading}", "", f"```{{figure}} figures/{png.name}", f":alt: {heading}", f":width: {width}%",
-                  "", f"{entry.caption} ({sources.profile} profile; `figures/{sources.profile}/{png.stem}.pdf`)", "```",
+                  f":target: {FULL_SIZE_DIR}/{png.name}", "", f"{entry.caption} ({sources.profile} profile; `figures/{sources.profile}/{png.stem}.pdf`)", "```",
                   ""]
     return "\n".join(lines), pngs
 
@@ -362,7 +406,8 @@ def _table1(results: Path, settings: dict) -> str:
     """Table 1 rendered from ``table1.csv`` itself, so the book never shows an older rendering."""
     table1 = results / "table1.csv"
     if not table1.is_file():
-        return "Table 1 has not been computed on this profile (notebook 06)."
+        return (f"Table 1 has not been computed on this profile (notebook 06): run `make reproduce"
+                f"{'' if settings.get('profile') == 'smoke' else ' PROFILE=' + str(settings.get('profile'))}`.")
     frame = read_results(table1)
     methods = [m for m in TABLE1_METHODS if m in set(frame.method)]
     dataset = settings.get("corrupted_dataset", "")
@@ -372,15 +417,77 @@ def _table1(results: Path, settings: dict) -> str:
     return rendered_table(frame, order=row_order(methods), title=title, corrupted_dataset=dataset)
 
 
+# The book's title of each rendered table (results/<profile>/tables/<stem>.md: the notebooks write
+# them under the paper's table names) and what its bare number columns are: rho (CIFAR-10C-LT's
+# imbalance ratio), IR (online imbalance) or the test batch size. Columns named "LT 10" and
+# "imb 20" are read as rho and IR whatever the table.
+RENDERED_TABLES = {
+    "table1": ("Table 1", "rho"),
+    "online_imbalance": ("Online imbalance on CIFAR-10C-imb (Table 2's protocol)", "IR"),
+    "table3_ablation_io": ("Table 3: ablation of g_phi's inputs and outputs", "rho"),
+    "table4_ablation_sampling": ("Table 4: ablation of the intermediate batch sampling", "rho"),
+    "table5_ablation_output": ("Table 5: affine refinement against an additive output", "rho"),
+    "app_alpha": ("Appendix: sensitivity to alpha", "rho"),
+    "app_batch_size": ("Appendix: the test batch size on balanced streams", "batch size"),
+    "app_cifar10c_imb": ("Appendix: CIFAR-10C-imb, BNAdapt and TENT with and without DART", "IR"),
+    "app_condensed": ("Appendix: g_phi trained on condensed data", "rho"),
+    "app_dart_split_cifar10c_lt": ("Appendix: DART against DART-split on CIFAR-10C-LT", "rho"),
+    "app_epochs": ("Appendix: intermediate training epochs", "rho"),
+    "app_hyperparameters": ("Appendix: intermediate batch size x hidden width", "rho"),
+    "app_memo": ("Appendix: MEMO with and without DART", "rho"),
+    "app_mixed": ("Appendix: mixed domains", "rho"),
+}
+_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
+_NUMBER = r"\d+(?:\.\d+)?"
+
+
+def column_heading(column: str, *, kind: str) -> str:
+    """What a rendered table's column is: "1" -> "rho = 1" (or "IR 1", "batch size 1" by ``kind``),
+    "LT 10" -> "LT, rho = 10", "imb 20" -> "imb, IR 20"; any other heading as it is."""
+    text = column.strip()
+    if re.fullmatch(_NUMBER, text):
+        return f"rho = {text}" if kind == "rho" else f"{kind} {text}"
+    if match := re.fullmatch(rf"LT ({_NUMBER})", text):
+        return f"LT, rho = {match[1]}"
+    if match := re.fullmatch(rf"imb ({_NUMBER})", text):
+        return f"imb, IR {match[1]}"
+    return text
+
+
+def headed_columns(markdown: str, *, kind: str) -> str:
+    """``markdown`` with each pipe table's header row saying what its columns are
+    (:func:`column_heading`); the first column (the rows' names) and the cells unchanged."""
+    lines = markdown.split("\n")
+    for i in range(1, len(lines)):
+        if _RULE.match(lines[i]) and lines[i - 1].startswith("|"):
+            cells = lines[i - 1].strip().strip("|").split("|")
+            cells = [cells[0].strip()] + [column_heading(c, kind=kind) for c in cells[1:]]
+            lines[i - 1] = "| " + " | ".join(cells) + " |"
+    return "\n".join(lines)
+
+
+def table_title(stem: str) -> tuple[str, str]:
+    """(title, column kind) of the rendered table ``stem``; a table the book does not know is
+    titled by the paper's caption of that name, else by its name in words."""
+    if stem in RENDERED_TABLES:
+        return RENDERED_TABLES[stem]
+    caption = PAPER_TABLES.get(stem, {}).get("caption") or stem.replace("_", " ").capitalize()
+    return caption, "rho"
+
+
 def tables_page(*, sources: BookSources, settings: dict) -> str:
     """Table 1 with its per-corruption tables, the cost table, then every rendered table of
     ``results/<profile>/tables/``."""
     folder = sources.results / "tables"
-    rendered = {p.stem: p.read_text() for p in sorted(folder.glob("*.md"))} if folder.is_dir() else {}
+    order = {stem: i for i, stem in enumerate(RENDERED_TABLES)}  # the paper's tables, then its appendix's
+    files = sorted(folder.glob("*.md"), key=lambda p: (order.get(p.stem, len(order)), p.stem)) if folder.is_dir() else []
+    rendered = {p.stem: p.read_text() for p in files}
     rendered.pop("table1", None)
     lines = [f"# Tables ({sources.profile} profile)", "",
              "Ours beside the paper's where the paper has the cell: `ours (paper; ours - paper)`. Profile: "
-             f"{sources.profile}.", "", "## Table 1", "", _table1(sources.results, settings), ""]
+             f"{sources.profile}. Columns: rho, the imbalance ratio of the long-tailed (LT) streams; IR, that of the "
+             "online-imbalance (imb) streams.", "",
+             "## Table 1", "", headed_columns(_table1(sources.results, settings), kind="rho"), ""]
     per_corruption = _per_corruption_tables(sources.results)
     if per_corruption:
         lines += ["## Table 1 per corruption (Appendix, Tables 19 to 21)", "", *per_corruption]
@@ -388,7 +495,8 @@ def tables_page(*, sources: BookSources, settings: dict) -> str:
     if cost:
         lines += ["## Cost (Appendix, additional cost)", "", *cost]
     for name, text in rendered.items():
-        lines += [f"## {name}", "", text, ""]
+        title, kind = table_title(name)
+        lines += [f"## {title}", "", headed_columns(text, kind=kind), ""]
     return _unlinked("\n".join(lines))
 
 
@@ -421,6 +529,12 @@ BOOK_CSS = """/* generated by dartlib.reporting.book: wide content scrolls insid
 .scroll-box, .bd-article .pst-scrollable-table-container { overflow-x: auto; max-width: 100%; }
 .bd-article table.table, .bd-article table.docutils { width: auto; }
 .bd-article table.claims td, .bd-article table.claims th { padding: 0.2em 0.5em; vertical-align: top; }
+/* the overview's ledger: seven columns in a smaller font, numbers and verdicts kept on one line, and
+   the overview without the contents column on the right (its own sections are few), so that the
+   ledger has the page's width */
+.bd-article table.claims { font-size: 0.85em; }
+.bd-article table.claims td:nth-child(n+3), .bd-article table.claims th { white-space: nowrap; }
+.bd-main .bd-content:not(:has(.bd-sidebar-secondary)) .bd-article-container { max-width: 100%; }
 /* notebook text output and code: one scroll box each, never cut at the edge */
 .bd-article div.cell_output pre, .bd-article div.highlight pre, .bd-article .output pre {
   overflow-x: auto; max-width: 100%; }
@@ -428,6 +542,27 @@ BOOK_CSS = """/* generated by dartlib.reporting.book: wide content scrolls insid
 .bd-article div.cell_output .output.text_html, .bd-article div.cell_output .output.text_markdown {
   overflow-x: auto; max-width: 100%; }
 .bd-article img { max-width: 100%; height: auto; }
+/* code spans (claim ids, file paths) and headings wrap instead of reaching past a phone's edge, in
+   the text and in the page's contents on the right */
+.bd-article code.literal, .bd-article code.literal span.pre, .bd-sidebar-secondary code.literal,
+.bd-sidebar-secondary code.literal span.pre, .bd-sidebar-primary code.literal span.pre {
+  white-space: normal; overflow-wrap: anywhere; }
+.bd-article h1, .bd-article h2, .bd-article h3, .bd-sidebar-secondary .toc-entry a {
+  overflow-wrap: anywhere; hyphens: none; }
+.bd-article table code.literal span.pre { white-space: nowrap; }
+/* previous / next at the foot: a long title wraps, its arrow stays inside the page */
+.prev-next-area a { min-width: 0; max-width: 100%; }
+.prev-next-area .prev-next-info { min-width: 0; }
+.prev-next-area .prev-next-title { overflow-wrap: anywhere; }
+/* a gallery figure links to its full-size image */
+.bd-article figure a.image-reference { cursor: zoom-in; }
+@media (max-width: 576px) {
+  /* on a phone every figure takes the column's width (the one scale is a desktop's) */
+  .bd-article figure img { width: 100% !important; }
+  .bd-article h1 { font-size: 1.9rem; }
+  .bd-article h2 { font-size: 1.45rem; }
+  .bd-article h3 { font-size: 1.2rem; }
+}
 """
 
 BOOK_JS = """// generated by dartlib.reporting.book
@@ -445,6 +580,24 @@ if (window.location.protocol === "file:" && typeof DOCUMENTATION_OPTIONS !== "un
     results.parentNode.insertBefore(note, results);
   });
 }
+// Served, each result's excerpt is the passage around the search words in the page's article:
+// Sphinx reads the theme's whole main block, whose header (the colour-mode menu, "System Settings
+// Light Dark") and foot are no part of any passage.
+const dartArticleText = (htmlString, anchor) => {
+  const page = new DOMParser().parseFromString(htmlString, "text/html");
+  const chrome = [".headerlink", "script", "style", "button", ".bd-header-article", ".header-article-items",
+                  ".theme-switch-container", ".prev-next-area", ".bd-footer-article", ".bd-sidebar-secondary"];
+  page.querySelectorAll(chrome.join(", ")).forEach((el) => el.remove());
+  const article = page.querySelector("article.bd-article") || page.querySelector('[role="main"]');
+  if (!article) return "";
+  const block = anchor ? article.querySelector(anchor) : null;
+  return (block || article).textContent.replace(/\\s+/g, " ");
+};
+const dartPatchSearch = () => {
+  if (typeof Search !== "undefined" && Search.htmlToText !== dartArticleText) Search.htmlToText = dartArticleText;
+};
+dartPatchSearch();
+document.addEventListener("DOMContentLoaded", dartPatchSearch);
 """
 
 
@@ -461,7 +614,7 @@ def favicon_png(*, size: int = 16) -> bytes:
 SPHINX_CONF = '''# generated by dartlib.reporting.book; edits are overwritten
 project = {title!r}
 html_favicon = "favicon.png"
-extensions = ["myst_nb"]
+extensions = {extensions!r}
 nb_execution_mode = "off"
 # Markdown outputs (notebook 06's rendered Table 1) parsed as GitHub Markdown, which has pipe tables (CommonMark has
 # none); its links stay plain links, as in CommonMark
@@ -473,9 +626,10 @@ html_static_path = ["_static"]
 html_css_files = ["dart-book.css"]
 html_js_files = ["dart-book.js"]
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
-# messageStyle none: no "Processing math" box over the page's corner while it typesets
+# messageStyle none: no "Processing math" box over the page's corner while it typesets; processRefs off: a claim
+# quotes the paper's LaTeX source, whose \\ref commands MathJax would show as "???"
 mathjax2_config = {{"messageStyle": "none",
-                    "tex2jax": {{"inlineMath": [["\\\\(", "\\\\)"]], "processEscapes": True,
+                    "tex2jax": {{"inlineMath": [["\\\\(", "\\\\)"]], "processEscapes": True, "processRefs": False,
                                  "ignoreClass": "document", "processClass": "math|output_area"}},
                     "HTML-CSS": {{"availableFonts": ["STIX-Web"], "preferredFont": "STIX-Web", "webFont": "STIX-Web",
                                  "imageFont": None,
@@ -487,7 +641,8 @@ html_theme = "sphinx_book_theme"
 html_title = {title!r}
 html_theme_options = {{"home_page_in_toc": True, "show_navbar_depth": 1, "show_toc_level": 2,
                       "use_download_button": True, "use_fullscreen_button": False,
-                      "navigation_with_keys": False, "footer_content_items": []}}
+                      "navigation_with_keys": False, "footer_content_items": [],
+                      "secondary_sidebar_items": {{"**": ["page-toc"], "index": []}}}}
 html_sourcelink_suffix = ""
 # the light theme unless the reader chose one (an unset mode logs a console error)
 html_context = {{"default_mode": "light"}}
@@ -498,8 +653,12 @@ suppress_warnings = ["mystnb.unknown_mime_type", "myst.header"]
 '''
 
 
-def write_book_source(*, profile: str, out: Path) -> Path:
-    """The Sphinx source tree of ``profile``'s book under ``out`` (replaced); returns it."""
+def write_book_source(*, profile: str, out: Path, progress: bool = False,
+                      stage: Callable[[str], None] | None = None) -> Path:
+    """The Sphinx source tree of ``profile``'s book under ``out`` (replaced); returns it. With
+    ``progress`` its ``conf.py`` loads :mod:`dartlib.reporting.book_progress` (progress bars);
+    ``stage`` is told which page is being written."""
+    stage = stage or (lambda text: None)
     sources = book_sources(profile=profile)
     settings = load_profile(profile)  # an unknown name lists the valid ones
     if out.exists():
@@ -507,36 +666,53 @@ def write_book_source(*, profile: str, out: Path) -> Path:
     (out / "figures").mkdir(parents=True)
     (out / "notebooks").mkdir()
     names = []
-    for nb in sorted(sources.notebooks.glob("[0-9][0-9]_*.ipynb")) if sources.notebooks.is_dir() else []:
+    for nb in executed_notebooks(sources):
         shutil.copy2(nb, out / "notebooks" / nb.name)
         names.append(nb.stem)
     gallery, pngs = gallery_page(sources=sources)
     for png in pngs:
         shutil.copy2(png, out / "figures" / png.name)
-    pages = {"index": overview_page(sources=sources, settings=settings, notebooks=names), "gallery": gallery,
-             "tables": tables_page(sources=sources, settings=settings), "deviations": deviations_page(sources=sources),
-             "notebooks": notebooks_page(sources=sources, names=names),
-             "claims": claims_ledger.claims_page(sources={profile: (sources.results, settings.get("corrupted_dataset"))},
-                                                 title=f"The claims ledger ({profile} profile)")}
-    for name, text in pages.items():
-        (out / f"{name}.md").write_text(text)
+    pages = {"index": ("the overview and its claims ledger",
+                       lambda: overview_page(sources=sources, settings=settings, notebooks=names)),
+             "claims": ("the claims page", lambda: claims_ledger.claims_page(
+                 sources={profile: (sources.results, settings.get("corrupted_dataset"))},
+                 title=f"The claims ledger ({profile} profile)")),
+             "gallery": (f"the gallery ({len(pngs)} figures)", lambda: gallery),
+             "tables": ("the tables", lambda: tables_page(sources=sources, settings=settings)),
+             "deviations": ("the deviations", lambda: deviations_page(sources=sources)),
+             "notebooks": (f"the notebooks' page ({len(names)} executed notebooks)",
+                           lambda: notebooks_page(sources=sources, names=names))}
+    for name, (what, page) in pages.items():
+        stage(f"writing {what}")
+        (out / f"{name}.md").write_text(page())
     (out / "favicon.png").write_bytes(favicon_png())
     shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", out / "_static" / "mathjax")
     (out / "_static" / "dart-book.css").write_text(BOOK_CSS)
     (out / "_static" / "dart-book.js").write_text(BOOK_JS)
-    (out / "conf.py").write_text(SPHINX_CONF.format(title=f"DART results ({profile} profile)"))
+    extensions = ["myst_nb", *(["dartlib.reporting.book_progress"] if progress else [])]
+    (out / "conf.py").write_text(SPHINX_CONF.format(title=f"DART results ({profile} profile)", extensions=extensions))
     return out
 
 
-def build_book(*, profile: str, out: Path | None = None, quiet: bool = True) -> Path:
+def build_book(*, profile: str, out: Path | None = None, quiet: bool = True, progress: bool = False) -> Path:
     """Build ``profile``'s book into ``out`` (default ``build/book/<profile>/``): the source tree
     in ``src/`` and the site in ``html/``; returns the site's ``index.html``. Sphinx's warnings are
     errors, so a broken reference fails the build. Folders that killed builds of the same book
-    left behind are removed first (:func:`remove_abandoned_builds`)."""
+    left behind are removed first (:func:`remove_abandoned_builds`). ``progress``: each stage on
+    stderr with its time, and progress bars over the pages Sphinx reads and writes (the command
+    line's ``book``)."""
     from sphinx.cmd.build import build_main
 
     import os
     import secrets
+    import sys
+    import time
+
+    start = time.monotonic()
+
+    def stage(text: str) -> None:
+        if progress:
+            print(f"book {profile} [{time.monotonic() - start:4.0f} s]: {text}", file=sys.stderr, flush=True)
 
     root = (out or BOOK_DIR / profile).absolute()
     # Built aside, in a folder beside ``root``, and swapped in whole once Sphinx has finished: an
@@ -550,7 +726,11 @@ def build_book(*, profile: str, out: Path | None = None, quiet: bool = True) -> 
     aside, old = root.with_name(f".{root.name}.building-{tag}"), root.with_name(f".{root.name}.old-{tag}")
     with _build_lock(root.with_name(f".{root.name}.build-{tag}.lock")):
         try:
-            src = write_book_source(profile=profile, out=aside / "src")
+            src = write_book_source(profile=profile, out=aside / "src", progress=progress, stage=stage)
+            if progress and not has_results(book_sources(profile=profile)):
+                print(f"note: {missing_results_note(profile)}", file=sys.stderr)
+            stage(f"Sphinx: reading {len(list((src / 'notebooks').glob('*.ipynb')))} executed notebooks and the pages, "
+                  "then writing the HTML")
             args = ["-b", "html", "-W", "--keep-going", "-E", "-d", str(aside / "doctrees"), str(src), str(aside / "html")]
             if quiet:
                 args.insert(0, "-q")
@@ -563,6 +743,7 @@ def build_book(*, profile: str, out: Path | None = None, quiet: bool = True) -> 
             if root.exists():
                 os.replace(root, old)
             os.replace(aside, root)
+            stage("done")
         finally:
             shutil.rmtree(aside, ignore_errors=True)
             shutil.rmtree(old, ignore_errors=True)

@@ -11,6 +11,7 @@ Failing quantities (each mean over the corruptions, with its standard error,
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -18,7 +19,7 @@ import pandas as pd
 
 from dartlib.analysis.noise import Estimate, difference
 from dartlib.experiments.diagnosis import DIAGNOSIS_IRS, DIAGNOSIS_RHO, SEED_VARIANTS, VARIANTS, variant
-from dartlib.reporting.figures import save_figure
+from dartlib.reporting.figures import WIDTH, save_figure
 from dartlib.reporting.paper import load_table
 
 
@@ -179,24 +180,29 @@ def seed_table(*, rows: pd.DataFrame, lt_rhos, online_irs) -> pd.DataFrame:
 
 def diagnosis_figure(*, rows: pd.DataFrame, profile: str):
     """Per variant, the cost at rho = 1 and the margins over NoAdapt at each IR, ± 2 SE, with
-    Table 1's refiner's values as dotted lines and the paper's as grey bands; saved as
-    ``figures/<profile>/diagnosis``."""
+    Table 1's refiner's values as dotted lines and the paper's as grey bands, every mark in the
+    legend; in the suite's one figure style (:mod:`dartlib.reporting.figures`: its width, font
+    sizes and layout); saved as ``figures/<profile>/diagnosis``."""
     names = [v.name for v in VARIANTS if (rows["refiner"] == v.name).any()]
     quantities = ["cost", *(f"IR {ir:g}" for ir in DIAGNOSIS_IRS)]
     paper = paper_quantities()
-    fig, axes = plt.subplots(1, len(quantities), figsize=(12, 0.35 * len(names) + 1.6), sharey=True,
-                             layout="constrained")
+    fig, axes = plt.subplots(1, len(quantities), figsize=(WIDTH, 0.38 * len(names) + 1.9), sharey=True)
     for ax, name in zip(axes, quantities):
         values = [failing_quantities(rows=rows, refiner=n)[name] for n in names]
         y = np.arange(len(names))
-        ax.errorbar([e.value for e in values], y, xerr=[2 * e.se for e in values], fmt="o", color="C0", capsize=2)
-        ax.axvline(values[names.index("table1")].value if "table1" in names else np.nan, ls=":", color="C0")
-        ax.axvline(paper[name], color="0.5", lw=3, alpha=0.5, label="paper")
+        ax.errorbar([e.value for e in values], y, xerr=[2 * e.se for e in values], fmt="o", color="C0", capsize=2,
+                    markersize=4, label="variant, ± 2 SE")
+        if "table1" in names:
+            ax.axvline(values[names.index("table1")].value, ls=":", color="C0", label="Table 1's refiner")
+        ax.axvline(paper[name], color="0.5", lw=3, alpha=0.5, label="the paper")
         ax.axvline(0.0, color="k", lw=0.6)
-        ax.set_title("ρ = 1: +DART − BNAdapt" if name == "cost" else f"{name}: +DART − NoAdapt", fontsize=9)
+        ax.set_title("ρ = 1: +DART − BNAdapt" if name == "cost" else f"{name}: +DART − NoAdapt")
         ax.set_xlabel("points (± 2 SE)")
-    axes[0].set_yticks(np.arange(len(names)), [f"{variant(n).factor}: {variant(n).setting}" for n in names], fontsize=8)
+    labels = [textwrap.fill(f"{variant(n).factor}: {variant(n).setting}", 34) for n in names]
+    axes[0].set_yticks(np.arange(len(names)), labels)
     axes[0].invert_yaxis()
-    fig.legend(*axes[-1].get_legend_handles_labels(), loc="outside lower center", fontsize=8)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
+    fig.suptitle(f"Diagnosis of the two failing claims: one factor of Table 1's g_phi changed at a time "
+                 f"({profile} profile)")
     save_figure(fig, profile=profile, name="diagnosis")
     return fig

@@ -7,8 +7,9 @@ downward (``tests/test_layers.py`` checks it):
 =============  ===========================================================================
 layer          holds
 =============  ===========================================================================
-(base)         ``paths``, ``registry``, ``devices``, ``profiles``: where things are, named
-               choices, the compute device, the profile files
+(base)         ``paths``, ``registry``, ``devices``, ``profiles``, ``provenance``: where things
+               are, named choices, the compute device, the profile files, what an executed
+               notebook read
 ``data``       sources and their on-disk formats, corruptions, test protocols (LT,
                online imbalance), preparation, downloads, packing, image augmentation
 ``models``     backbones, source training, accuracy over a data set, committed artefacts
@@ -28,3 +29,12 @@ layer          holds
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+import os as _os
+
+if _os.environ.get("DART_READS_LOG"):  # an executed notebook's kernel: record the files it reads (dartlib.provenance)
+    from pathlib import Path as _Path
+
+    from dartlib.provenance import record_reads as _record_reads
+
+    _record_reads(_Path(_os.environ["DART_READS_LOG"]))

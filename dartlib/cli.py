@@ -360,6 +360,30 @@ def _cmd_bench_dart(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train_refiners(args: argparse.Namespace) -> int:
+    """Train (or resume) notebook 15's refiners named by ``--variants``, each pass resumable."""
+    import torch
+
+    from dartlib.experiments.diagnosis import train_variants, variant
+    from dartlib.experiments.settings import Settings
+    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
+
+    names = [n for n in args.variants.split(",") if n]
+    for name in names:
+        try:
+            variant(name)
+        except KeyError as err:
+            print(f"error: {err.args[0]}", file=sys.stderr)
+            return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    settings = Settings.from_params(load_profile(args.profile))
+    _writable(*_data_folders())
+    train_variants(settings=settings, names=names, progress=True)
+    print(f"{args.profile}: refiners of {', '.join(names)} trained (or found) beside {settings.checkpoint().name}")
+    return 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.models.training import load_checkpoint, train_source
@@ -389,6 +413,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_artefacts(args: argparse.Namespace) -> int:
     from dartlib.models import artefacts
 
+    if args.action == "compact-logs":
+        from dartlib.dart.intermediate import compact_refiner_file
+
+        _writable((artefacts.MANIFEST.parent, ""))
+        done = [p.name for p in args.files if compact_refiner_file(p)]
+        print(f"compacted the training logs of {len(done)} refiner file(s){': ' + ', '.join(done) if done else ''}; "
+              f"then: python -m dartlib artefacts manifest")
+        return 0
     if args.action == "manifest":
         _writable((artefacts.MANIFEST.parent, ""))
         path = artefacts.write_manifest()
@@ -478,6 +510,16 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
+    if args.outcomes:
+        from dartlib.experiments.grid import fill_outcomes
+
+        counts = fill_outcomes(cells, lambda cell: evaluate_cell(cell, context), path=path, experiment=args.experiment,
+                               inputs=context.inputs)
+        print(f"{path}: {counts['checked']} rows given per-image outcomes (recomputed, equal), {counts['replaced']} "
+              f"replaced (recomputed, different), {counts['already']} had them, {counts['skipped']} not current "
+              f"(run the grid to compute them)")
+        context.save_shared_source()
+        return 0
     if args.status:
         table = grid_status(cells, path=path, inputs=context.inputs)
         print(table.to_string())
@@ -887,6 +929,9 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.add_argument("--methods", help="comma-separated methods to keep (e.g. note,sar: split the slow ones across workers)")
     grid_.add_argument("--status", action="store_true",
                        help="count current, stale and missing cells per method and refiner, and compute nothing")
+    grid_.add_argument("--outcomes", action="store_true",
+                       help="recompute the current rows that lack per-image outcomes (the noise model's input, "
+                            "docs/noise.md): an equal accuracy adds them, a different one replaces the row")
     grid_.add_argument("--backend", choices=["local", "ray"],
                        help="local (default, or the profile's grid_backend): this process; ray: Ray workers "
                             "(docs/scale-out.md)")
@@ -942,6 +987,15 @@ def build_parser() -> argparse.ArgumentParser:
     choose.add_argument("--quiet", action="store_true", help="no progress bar")
     choose.set_defaults(func=_cmd_choose_alpha)
 
+    tref = sub.add_parser("train-refiners", help="train (or resume) notebook 15's refiners g_phi (e.g. the paper's "
+                                                "configuration, alpha0.1-epochs50): hours of one core, resumable by epoch")
+    tref.add_argument("--profile", default=DEFAULT_PROFILE, help="the profile whose source model and settings they use")
+    tref.add_argument("--variants", required=True,
+                      help="comma-separated variants of dartlib.experiments.diagnosis.VARIANTS; those sharing their "
+                           "intermediate batches train in one pass (name one to resume its own pass's state file)")
+    tref.add_argument("--threads", type=positive_int, help="torch CPU threads (1 reproduces the committed refiners)")
+    tref.set_defaults(func=_cmd_train_refiners)
+
     train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
     train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile (the options below "
                                          "override its values; default: none, then --dataset, --arch and --recipe "
@@ -961,8 +1015,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=_cmd_train)
 
     arte = sub.add_parser("artefacts", help="the committed trained models (data/checkpoints/MANIFEST.json)")
-    arte.add_argument("action", choices=["verify", "manifest"],
-                      help="verify: every listed file present with its sha256; manifest: rewrite the list")
+    arte.add_argument("action", choices=["verify", "manifest", "compact-logs"],
+                      help="verify: every listed file present with its sha256; manifest: rewrite the list; "
+                           "compact-logs: keep every 50th step of the training logs of the refiner FILES")
+    arte.add_argument("files", nargs="*", type=Path, help="compact-logs: the refiner files (data/checkpoints/*.pt)")
     arte.set_defaults(func=_cmd_artefacts)
 
     ref = sub.add_parser("reference", help="a profile's results against the stored values (tests/golden/<profile>/)")

@@ -55,6 +55,11 @@ def _folder(value: str) -> str:
     return f"{path} exists and is not a folder; expected a folder" if path.exists() and not path.is_dir() else ""
 
 
+def _file_in_folder(value: str) -> str:
+    path = Path(value).expanduser()
+    return f"{path} is a folder; expected a file path" if path.is_dir() else ""
+
+
 def _profile(value: str) -> str:
     from dartlib.profiles import profile_names
 
@@ -80,6 +85,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
     Variable("DART_PRECISION", "the backbone's forward precision on a GPU: bf16 (default) or fp32", _one_of(*PRECISIONS)),
     Variable("DART_TF32", "0 turns TensorFloat-32 off on a GPU; 1 (default) leaves it on", _one_of("0", "1")),
     Variable("DART_WORKERS", "processes that generate corrupted test sets; default 1", _positive_int),
+    Variable("DART_READS_LOG", "set by the runner for a notebook's kernel: the file where dartlib records the "
+             "repository files the kernel reads (dartlib.provenance); not for users", _file_in_folder),
     Variable("DART_TRACEBACK", "1: an unexpected error shows its full traceback, not one line; default 0",
              _one_of("0", "1")),
     *[Variable(f"DART_{name}_DIR", f"where the {name.lower()} data set is read from", _folder) for name in DATA_FOLDERS],

@@ -21,6 +21,7 @@ from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
 from dartlib.data.files import temporary_name
+from dartlib.provenance import READS_ENV, input_digests
 from dartlib.paths import NOTEBOOKS_DIR, OUTPUT_DIR_ENV, OUTPUT_PROFILE_ENV, REPO_ROOT, output_root, runs_dir
 from dartlib.profiles import ProfileError
 from dartlib.registry import UnknownNameError, unknown_name_message
@@ -220,20 +221,37 @@ papermill_engines.register(CELL_ENGINE, _CellReportingEngine)
 def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Path,
              on_cell: Callable[[CellProgress], None] | None = None, guard: TimeGuard | None = None) -> None:
     """Execute ``path`` into ``output`` with papermill; ``on_cell`` hears each code cell start;
-    ``guard`` bounds every cell by the run's time left."""
-    pm.execute_notebook(
-        str(path),
-        str(output),
-        parameters=parameters,
-        engine_name=CELL_ENGINE,
-        kernel_name=KERNEL,
-        cwd=str(REPO_ROOT),
-        progress_bar=False,
-        log_output=False,
-        kernel_manager_class=_kernel_manager_logging_to(log),
-        on_cell=on_cell,
-        **(guard.client_options() if guard is not None else {}),
-    )
+    ``guard`` bounds every cell by the run's time left. The executed notebook's metadata keeps the
+    files it read and the code it ran, with their sha256 (``metadata.dart.inputs``,
+    :mod:`dartlib.provenance`)."""
+    reads = log.with_suffix(".reads")
+    reads.parent.mkdir(parents=True, exist_ok=True)
+    reads.unlink(missing_ok=True)
+    previous = os.environ.get(READS_ENV)
+    os.environ[READS_ENV] = str(reads)  # the kernel inherits it
+    try:
+        pm.execute_notebook(
+            str(path),
+            str(output),
+            parameters=parameters,
+            engine_name=CELL_ENGINE,
+            kernel_name=KERNEL,
+            cwd=str(REPO_ROOT),
+            progress_bar=False,
+            log_output=False,
+            kernel_manager_class=_kernel_manager_logging_to(log),
+            on_cell=on_cell,
+            **(guard.client_options() if guard is not None else {}),
+        )
+    finally:
+        if previous is None:
+            os.environ.pop(READS_ENV, None)
+        else:
+            os.environ[READS_ENV] = previous
+    read = reads.read_text().split() if reads.is_file() else []
+    nb = nbformat.read(output, as_version=4)
+    nb.metadata["dart"] = {"inputs": input_digests(read)}
+    nbformat.write(nb, output)
 
 
 def _failure_detail(err: PapermillExecutionError) -> str:
@@ -376,7 +394,9 @@ def refresh_notebooks(notebooks: list[str] | None = None) -> list[NotebookRun]:
 
         try:
             _execute(path, tmp, {}, log=kernel_log_path(runs_dir("refresh") / path.name), on_cell=show)
-            nbformat.write(strip_run_metadata(nbformat.read(tmp, as_version=4)), tmp)
+            nb = strip_run_metadata(nbformat.read(tmp, as_version=4))
+            nb.metadata.pop("dart", None)  # the smoke notebooks' inputs are regenerated outputs: nbval checks them
+            nbformat.write(nb, tmp)
             os.replace(tmp, path)
         except PapermillExecutionError as err:
             runs.append(NotebookRun(path.stem, time.perf_counter() - start, "failed", _failure_detail(err)))

@@ -42,7 +42,9 @@ ENTRY_POINTS = {
     "claims": ["claims"],
     "grid": ["grid", "table1", "--profile", "smoke"],
     "validate-alpha": ["validate-alpha"],
+    "choose-alpha": ["choose-alpha", "--model", "model.py:Net", "--data", "train.npz"],
     "train": ["train", "--profile", "smoke"],
+    "train-refiners": ["train-refiners", "--profile", "smoke", "--variants", "seed1"],
     "artefacts": ["artefacts", "verify"],
     "reference": ["reference", "check"],
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -72,14 +73,15 @@ def _rows(refiner_acc: float, *, n: int = 10000) -> pd.DataFrame:
     return frame.assign(dataset="cifar10c", severity=5, params="", seed=0, n=n)
 
 
-def test_failing_quantities_are_differences_of_means_with_their_binomial_se():
+def test_failing_quantities_without_outcomes_carry_an_upper_bound_se():
     q = failing_quantities(rows=_rows(69.0), refiner="table1")
-    assert q["cost"].value == pytest.approx(-1.0)
-    se = math.hypot(math.sqrt(2 * 69 * 31 / 10000) / 2, math.sqrt(2 * 70 * 30 / 10000) / 2)
+    assert q["cost"].value == pytest.approx(-1.0) and q["cost"].kind == "bound"
+    # two cells a side, each weighted 1/2: the sum of the four cells' binomial SEs over 2
+    se = math.sqrt(69 * 31 / 10000) + math.sqrt(70 * 30 / 10000)
     assert q["cost"].se == pytest.approx(se)
     assert q["IR 5000"].value == pytest.approx(-10.0)
     table = diagnosis_table(rows=_rows(69.0))
-    assert table.loc[0, "cost"] == f"-1.00 ± {se:.2f}"
+    assert table.loc[0, "cost"] == f"-1.00 ± ≤{se:.2f}"
 
 
 def test_seed_table_gives_mean_and_std_over_seeds_beside_the_papers():
@@ -198,3 +200,30 @@ def test_every_grid_is_prepared_and_cut_from_one_settings_object():
     # a value changed on the object reaches the cells: the seed of every stream
     assert {c.seed for c in GRIDS["table1"].cells(settings.replace(seed=3))} == {3}
     assert settings.replace(source_arch="resnet26-w8").checkpoint().name == "cifar10-resnet26-w8-cpu-seed0.pt"
+
+
+def test_the_star_pairs_a_variant_with_table1_on_the_same_images():
+    """A variant that flips the same few images as Table 1's refiner moves by 0 with SE 0 from it,
+    however noisy the shared baseline; the unpaired star (baseline counted twice) would not."""
+    from dartlib.experiments.outcomes import CellOutcomes
+    from dartlib.reporting.diagnosis import moved_from_table1
+
+    rng = np.random.default_rng(0)
+    rows, outcomes = [], {}
+    base_hits = rng.random(1000) < 0.7
+    for refiner, flip in (("none", 0), ("table1", 30), ("v", 30)):
+        for corruption in ("fog", "snow"):
+            hits = base_hits.copy()
+            hits[:flip] = ~hits[:flip]
+            o = CellOutcomes.from_stream(order=np.arange(1000), correct=hits, size=1000)
+            key = f"{refiner}-{corruption}"
+            rows.append(dict(method="bnadapt", refiner=refiner, shift="lt", shift_param=1.0, corruption=corruption,
+                             dataset="cifar10c", severity=5, params="", seed=0, n=1000, accuracy=o.accuracy, key=key,
+                             inputs="d"))
+            outcomes[(key, "d")] = o
+    frame = pd.DataFrame(rows)
+    moved = moved_from_table1(rows=frame, refiner="v", outcomes=outcomes)["cost"]
+    assert moved.value == 0.0 and moved.se == 0.0 and moved.kind == "images"
+    cost = failing_quantities(rows=frame, refiner="v", outcomes=outcomes)["cost"]
+    # paired: only the 30 flipped images vary between DART and BNAdapt
+    assert cost.kind == "images" and 0 < cost.se < 0.5 * math.sqrt(2) * math.sqrt(70 * 30 / 1000)

@@ -559,7 +559,7 @@ from pathlib import Path
 import sphinx.cmd.build
 import dartlib.reporting.book as book
 
-def source(*, profile, out):
+def source(*, profile, out, **progress_options):
     out.mkdir(parents=True)
     (out / "index.md").write_text("# new\\n")
     return out

@@ -161,14 +161,27 @@ def test_sensitivity_figure_labels_the_methods_as_the_tables_do(tmp_path, monkey
     assert (tmp_path / "sensitivity.png").is_file()
 
 
-def test_a_single_seed_cell_shows_its_binomial_standard_error():
-    """One seed has no spread over seeds: the table shows the binomial SE of the mean over the
-    corruptions it averages, sqrt(sum a(100 - a)/n) / m, marked SE."""
+def test_a_single_seed_cell_shows_its_standard_error_a_bound_without_outcomes():
+    """One seed has no spread over seeds: the table shows the SE of the mean over the corruptions
+    it averages (analysis.noise), marked SE; without per-image outcomes it is the upper bound
+    sum(sqrt(a(100 - a)/n)) / m, marked ≤; with them, clustered by image."""
+    import numpy as np
+
+    from dartlib.experiments.outcomes import CellOutcomes
+
     ours = pd.DataFrame([
-        {"method": "bnadapt", "refiner": "none", "shift_param": 1.0, "corruption": c, "seed": 0, "accuracy": a, "n": 10000}
-        for c, a in (("fog", 80.0), ("snow", 60.0))])
+        {"method": "bnadapt", "refiner": "none", "shift_param": 1.0, "corruption": c, "seed": 0, "accuracy": a,
+         "n": 10000, "dataset": "d", "key": c, "inputs": "x"} for c, a in (("fog", 80.0), ("snow", 60.0))])
     table = report.table_beside_paper(ours, None)
     e = table.loc[("BNAdapt", "1")]
     assert e["ours"] == pytest.approx(70.0) and e["ours_n"] == 1
-    assert e["ours_se"] == pytest.approx(((80 * 20 + 60 * 40) / 10000) ** 0.5 / 2)
-    assert "**70.0** ± 0.32 SE" in report.render(table)
+    assert e["ours_se"] == pytest.approx(((80 * 20 / 10000) ** 0.5 + (60 * 40 / 10000) ** 0.5) / 2)
+    assert "**70.0** ± ≤0.44 SE" in report.render(table)
+    # the same images right under both corruptions where snow is right: per-image means 1, 0.5, 0
+    order = np.arange(10000)
+    outcomes = {("fog", "x"): CellOutcomes.from_stream(order=order, correct=order < 8000, size=10000),
+                ("snow", "x"): CellOutcomes.from_stream(order=order, correct=order < 6000, size=10000)}
+    e = report.table_beside_paper(ours, None, outcomes=outcomes).loc[("BNAdapt", "1")]
+    z = np.select([order < 6000, order < 8000], [1.0, 0.5], 0.0)
+    assert e["ours_se"] == pytest.approx(100 * z.std(ddof=1) / 100)
+    assert not e["ours_se_bound"]

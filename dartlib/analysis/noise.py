@@ -1,68 +1,137 @@
-"""Noise of our numbers: the binomial standard error of a cell's accuracy, pooled over the cells a
-table averages and over seeds (the paper prints mean +- std over seeds, Section 5).
+"""Noise of our numbers: one model, stated here once, used by every table, page, ledger check and
+diagnosis mark (docs/noise.md says it in words).
 
-A cell of n test images with accuracy a (points) has SE sqrt(a (100 - a) / n). A mean over m
-cells has SE sqrt(sum SE_i^2) / m; a difference of two means combines both SEs as independent,
-which overstates the SE of two methods scored on the same images (errs towards "within noise").
-Where a cell has several seeds, the seed spread std / sqrt(k) is added in quadrature.
+Every corruption of CIFAR-10-C holds the same test images in the same order, an image that is hard
+under one corruption tends to be hard under the others, and two methods run on the same streams
+are scored on the same images. Cells that share images are not independent, so the standard error
+(SE) of a mean over corruptions, or of a difference of two methods, is computed by clustering on
+the test image, from each cell's per-image outcomes (:mod:`dartlib.experiments.outcomes`):
+
+- every quantity here is a linear combination of cell accuracies, sum_c w_c a_c, with a_c =
+  (1 / n_c) sum_i y_ci over the images i of cell c's stream;
+- it is a sum over test images of z_i = sum_c w_c y_ci / n_c (an image counts once however many
+  cells it appears in), and images are the independent units: Var = m / (m - 1) sum_i (z_i - z_bar)^2
+  over the m images any cell holds. A difference of two methods on the same streams is thereby
+  paired image by image; a single cell gets p (1 - p) / (n - 1), the binomial variance;
+- images are the same across corruptions and severities of one dataset (a cluster is the dataset,
+  the test set's size and the image's index);
+- where a group has several seeds, the variance of its per-seed means (ddof 1) over their number is
+  added (the g_phi and stream seeds; Section 5.1 reports mean +- std over seeds).
+
+A row without per-image outcomes (computed before they were kept) cannot be clustered; its SE is
+then an upper bound, sum_c |w_c| SE_c with SE_c the binomial SE of the cell (the standard deviation
+of a sum is at most the sum of the standard deviations, whatever the correlation), and the
+estimate says so (``kind="bound"``): a bound errs towards WITHIN NOISE, never towards a verdict.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
+
+from dartlib.experiments.outcomes import CellOutcomes
+
+# The model in one sentence, for every page and table caption that shows an SE.
+SE_SENTENCE = ("SE: the standard error clustered by test image (the corruptions share their images; a difference "
+               "of two methods is paired image by image), with the seed spread (ddof 1) added where seeds were run; "
+               "≤ marks an upper bound, where the rows have no per-image outcomes (docs/noise.md)")
 
 # The fields that name a cell apart from its seed.
 _CELL = ["dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params"]
 
+Outcomes = Mapping[tuple[str, str], CellOutcomes]
+
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean accuracy (or a difference of two) in points, with its standard error."""
+    """A mean accuracy (or a combination of means) in points, with its standard error. ``kind``:
+    ``images`` (clustered by test image, paired across the terms), ``bound`` (an upper bound: some
+    rows have no per-image outcomes) or ``none`` (no SE: no rows, or rows without a count)."""
 
     value: float
     se: float
-
-    def __sub__(self, other: "Estimate") -> "Estimate":
-        return Estimate(self.value - other.value, math.hypot(self.se, other.se))
+    kind: str = "images"
 
 
-NAN = Estimate(math.nan, math.nan)
+NAN = Estimate(math.nan, math.nan, "none")
 
 
-def cell_estimates(*, rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell (seeds pooled): ``accuracy`` (mean over seeds) and ``se``, the binomial
-    standard error of that mean with the seed spread ``std / sqrt(k)`` added in quadrature. Rows
-    without a sample count give a NaN ``se`` (the paper's tables)."""
-    frame = rows.assign(params=rows["params"].astype(str), shift_param=rows["shift_param"].astype(float).fillna(-1.0),
-                        severity=rows["severity"].astype(str), corruption=rows["corruption"].astype(str))
-    n = pd.to_numeric(frame["n"], errors="coerce")
-    frame = frame.assign(var=frame["accuracy"] * (100.0 - frame["accuracy"]) / n)
-    if "seed" in frame and frame.duplicated(_CELL + ["seed"]).any():
-        dup = frame[frame.duplicated(_CELL + ["seed"], keep=False)].iloc[0]
-        raise ValueError(f"two results rows for one cell and seed: {dict(dup[_CELL + ['seed']])}")
-    grouped = frame.groupby(_CELL, sort=False, dropna=False)
-    k = grouped["accuracy"].count()
-    seed_var = (grouped["accuracy"].std(ddof=1).fillna(0.0) ** 2) / k
-    out = pd.DataFrame({"accuracy": grouped["accuracy"].mean(), "se": ((grouped["var"].sum(min_count=1) / k**2
-                                                                       + seed_var) ** 0.5), "seeds": k})
-    return out.reset_index()
+def mean_estimate(*, rows: pd.DataFrame, outcomes: Outcomes | None = None) -> Estimate:
+    """The mean accuracy over the cells of ``rows`` (seeds averaged first) with its SE."""
+    return combination(terms=[(1.0, rows)], outcomes=outcomes)
 
 
-def mean_estimate(*, rows: pd.DataFrame) -> Estimate:
-    """The mean accuracy over the cells of ``rows`` with ``sqrt(sum SE_cell^2) / m``."""
-    if not len(rows):
-        return NAN
-    cells = cell_estimates(rows=rows)
-    return Estimate(float(cells["accuracy"].mean()), float(math.sqrt((cells["se"] ** 2).sum()) / len(cells))
-                    if cells["se"].notna().all() else math.nan)
-
-
-def difference(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:
-    """mean(a) - mean(b) with its SE, where both average over the same corruptions; NaN otherwise
-    (a grid still running: a difference of means over different streams says nothing)."""
+def difference(a: pd.DataFrame, b: pd.DataFrame, *, outcomes: Outcomes | None = None) -> Estimate:
+    """mean(a) - mean(b), paired image by image, where both average over the same corruptions; NaN
+    otherwise (a grid still running: a difference of means over different streams says nothing)."""
     if not len(a) or not len(b) or set(a["corruption"].astype(str)) != set(b["corruption"].astype(str)):
         return NAN
-    return mean_estimate(rows=a) - mean_estimate(rows=b)
+    return combination(terms=[(1.0, a), (-1.0, b)], outcomes=outcomes)
+
+
+def combination(*, terms: Sequence[tuple[float, pd.DataFrame]], outcomes: Outcomes | None = None) -> Estimate:
+    """sum_j w_j mean_j for ``terms`` (w_j, rows_j), mean_j the mean over rows_j's cells of their
+    mean over seeds, with the SE of the module docstring (clustered by image, plus each term's seed
+    spread; an upper bound where a row has no outcomes)."""
+    if not terms or any(not len(rows) for _, rows in terms):
+        return NAN
+    value, seed_var, weighted = 0.0, 0.0, []
+    for w, rows in terms:
+        frame = _cells(rows)
+        cells = frame.groupby(_CELL, sort=False, dropna=False)
+        k = cells.ngroups
+        value += w * float(cells["accuracy"].mean().mean())
+        seeds = frame.groupby("seed")["accuracy"].mean() if frame["seed"].nunique() > 1 else None
+        if seeds is not None:  # the term's mean per seed (over its cells), their spread
+            seed_var += w**2 * float(seeds.var(ddof=1)) / len(seeds)
+        per_seed = cells["seed"].transform("count").to_numpy()
+        weighted += [(w / (k * s), row) for s, row in zip(per_seed, frame.to_dict("records"))]
+    known = [(c, outcomes.get((str(row.get("key", "")), str(row.get("inputs", ""))))) for c, row in weighted] if outcomes else []
+    if known and all(o is not None for _, o in known):
+        var = _clustered_variance([(c, row, o) for (c, row), (_, o) in zip(weighted, known)])
+        return Estimate(value, math.sqrt(var + seed_var), "images")
+    n = pd.to_numeric(pd.Series([row.get("n") for _, row in weighted], dtype=object), errors="coerce").to_numpy(float)
+    if np.isnan(n).any():
+        return Estimate(value, math.nan, "none")
+    acc = np.array([float(row["accuracy"]) for _, row in weighted])
+    bound = float(np.sum(np.abs([c for c, _ in weighted]) * np.sqrt(acc * (100.0 - acc) / n)))
+    return Estimate(value, math.sqrt(bound**2 + seed_var), "bound")
+
+
+def _cells(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows.assign(**{col: "" for col in _CELL if col not in rows})
+    frame = rows.assign(params=rows["params"].astype(str), shift_param=rows["shift_param"].astype(float).fillna(-1.0),
+                        severity=rows["severity"].astype(str), corruption=rows["corruption"].astype(str),
+                        accuracy=rows["accuracy"].astype(float))
+    if "seed" not in frame:
+        frame = frame.assign(seed=0)
+    if frame.duplicated(_CELL + ["seed"]).any():
+        dup = frame[frame.duplicated(_CELL + ["seed"], keep=False)].iloc[0]
+        raise ValueError(f"two results rows for one cell and seed: {dict(dup[_CELL + ['seed']])}")
+    return frame
+
+
+def _clustered_variance(cells: list[tuple[float, dict, CellOutcomes]]) -> float:
+    """Var(sum_i z_i) over independent images (module docstring), in points squared."""
+    z: dict[tuple[str, int], np.ndarray] = {}
+    held: dict[tuple[str, int], np.ndarray] = {}
+    for weight, row, o in cells:
+        space = (str(row["dataset"]), len(o.members))  # one test set's images, whatever the corruption
+        if space not in z:
+            z[space], held[space] = np.zeros(len(o.members)), np.zeros(len(o.members), dtype=bool)
+        z[space] += weight * o.correct / o.n  # an image drawn twice counts twice in its cell's mean
+        held[space] |= o.members > 0
+    values = np.concatenate([z[space][held[space]] for space in z])
+    m = len(values)
+    if m < 2:
+        return math.nan
+    return float(m / (m - 1) * np.sum((values - values.mean()) ** 2)) * 100.0**2
+
+
+def binomial_se(*, accuracy: float, n: float) -> float:
+    """The binomial SE (points) of one cell's accuracy (%) over ``n`` images."""
+    return math.sqrt(accuracy * (100.0 - accuracy) / n)

@@ -517,6 +517,35 @@ def _load(path: Path) -> tuple[Refiner, list[dict]]:
                                f"delete it: the next run trains it again") from None
 
 
+LOG_EVERY = 50  # steps between the entries a compacted training log keeps
+
+
+def compact_log(log: list[dict], *, every: int = LOG_EVERY) -> list[dict]:
+    """A refiner's per-step training log kept every ``every`` steps (and its last step), each value a
+    plain float: what the training-curve figures read, at a fraction of the size (a 50-epoch refiner's
+    full log is most of its file)."""
+    keep = [e for i, e in enumerate(log) if i % every == 0 or i == len(log) - 1]
+    return [{k: float(v) if isinstance(v, torch.Tensor) else v for k, v in e.items()} for e in keep]
+
+
+def compact_refiner_file(path: Path, *, every: int = LOG_EVERY) -> bool:
+    """Rewrite the refiner file ``path`` with :func:`compact_log` of its log (module and config
+    untouched; ``meta.log`` records the step interval, the full log's length and the sha256 of the
+    file before). False where its log is compact already."""
+    from dartlib.models.artefacts import sha256_of
+
+    blob = load_weights(path, required=("module", "config", "log"))
+    meta = blob.get("meta", {})
+    if "log" in meta:
+        return False
+    before = sha256_of(path)
+    steps = len(blob["log"])
+    blob["log"] = compact_log(blob["log"], every=every)
+    blob["meta"] = {**meta, "log": {"every": every, "steps": steps, "full_file_sha256": before}}
+    save_weights(blob, path=path)
+    return True
+
+
 def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, train: Dataset, device: str,
           timing: dict, probe: Probe | None = None) -> None:
     """The refiner, its config, log and provenance, written atomically to ``path``. ``timing``:

@@ -625,13 +625,18 @@ def _pixelate(images: np.ndarray, severity: int, rng: np.random.Generator) -> np
 
 
 def _jpeg_compression(images: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
-    """Pillow JPEG round trip at quality q (spec: jpeg_compression); one image at a time.
+    """Pillow JPEG round trip at quality q (spec: jpeg_compression)."""
+    return jpeg_round_trip(images, quality=JPEG_QUALITY[severity - 1])
+
+
+def jpeg_round_trip(images: np.ndarray, *, quality: int) -> np.ndarray:
+    """uint8 NHWC images (32x32 RGB) encoded as JPEG at ``quality`` (Pillow's defaults: 4:2:0 chroma
+    subsampling below quality 95) and decoded again; one image at a time.
 
     Chroma up-sampling in the decoder crosses block edges, so images cannot share a strip.
     Pillow's raw and JPEG codecs are called directly (``frombuffer``/``frombytes``): same
     pixels as ``Image.fromarray`` / ``Image.open``, without their per-call overhead.
     """
-    quality = JPEG_QUALITY[severity - 1]
     out = np.empty_like(images)
     rows = out.reshape(len(images), -1)
     buffer = io.BytesIO()

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dartlib.data.sources import _cache_path, _image_files
+from dartlib.data.files import write_text_atomic
+from dartlib.data.sources import _cache_path, _contents_digest, _image_files, _record_path
 
 MAGIC = b"DARTPACK1\n"
 SPLITS = ("train", "test")
@@ -177,4 +178,6 @@ def install_as_image_folder(split_arrays: dict[str, tuple[np.ndarray, np.ndarray
         tmp = cache.with_suffix(".tmp.npz")
         np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
         os.replace(tmp, cache)
+        # the folder holds no image files: the cache is the data, recorded by its sha256 (sources._cache_problem)
+        write_text_atomic(_record_path(cache), _contents_digest(images, labels, tuple(classes)) + "\n")
     return root

@@ -54,6 +54,14 @@ def corrupt_set(images: np.ndarray, *, corruption: str, severity: int, seed: int
     return out
 
 
+def corrupt_like(name: str, images: np.ndarray, *, corruption: str, severity: int) -> np.ndarray:
+    """``images`` (the clean test split of generated set ``name``, possibly altered) corrupted as
+    that set corrupts its clean test split: same chunks and seeds, the seed its manifest records."""
+    manifest = corrupted_dir(name) / MANIFEST
+    seed = int(read_json(manifest, remedy=f"run `python -m dartlib data prepare {name}`").get("seed", 0))
+    return corrupt_set(images, corruption=corruption, severity=severity, seed=_severity_seed(seed, severity))
+
+
 def prepare_corrupted(
     name: str,
     *,

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from dartlib import tta
 from dartlib.dart.refiner import Refiner, config_dict
 from dartlib.data import load, protocols
-from dartlib.data.corruptions import CORRUPTIONS
+from dartlib.data.corruptions import CORRUPTIONS, jpeg_round_trip
 from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib import devices
 from dartlib.devices import resident
@@ -40,7 +40,7 @@ from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import bf16_forward, frozen_bn_adapted
 from dartlib.data.augmentation import images_to_float, to_tensor
 from dartlib.data.files import CacheDiscardedWarning
-from dartlib.models.evaluation import correct_predictions
+from dartlib.experiments.outcomes import CellOutcomes
 
 MEMO_SPOT_CHECKS = 3  # entries read from a memo file that are recomputed and compared, per process
 
@@ -465,16 +465,6 @@ def adapt_predictions(adapter: tta.Adapter, images: np.ndarray, order: np.ndarra
         adapter, images, order, batch_size=batch_size, device=device, progress=progress, desc=desc)])
 
 
-def adapt_accuracy(adapter: tta.Adapter, images: np.ndarray, labels: np.ndarray, order: np.ndarray, *,
-                   batch_size: int, device: str = "cpu", progress: bool = False, desc: str = "") -> float:
-    """Accuracy (%) of the predictions an adapter returns over the stream."""
-    correct = correct_predictions(adapted_logits(adapter, images, order, batch_size=batch_size, device=device,
-                                                 progress=progress, desc=desc), labels, order, batch_size=batch_size)
-    # 100 * (correct / n), not (100 * correct) / n: the two differ in the last bit, and the
-    # stored grids were computed this way.
-    return 100.0 * (correct / len(order))
-
-
 def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(images, labels, order) of a cell's test stream (corrupted sets cached across cells).
 
@@ -484,7 +474,9 @@ def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     resized on loading (domains, ImageNet-C);
     corruption ``mixed`` is the mixed-domain set: all 15 corruptions of the severity in one pool
     (Appendix, "DART in mixed domain TTA settings"); ``pool=`` in the params draws that many
-    images of the pool at random first (reduced profiles), before the shift protocol orders them.
+    images of the pool at random first (reduced profiles), before the shift protocol orders them;
+    ``jpeg_source=q`` corrupts the clean test images after one more JPEG round trip at quality q
+    (:func:`_jpeg_source_set`: what the JPEG copy of CIFAR-10 may cost, docs/deviations.md).
     """
     if cell.corruption == "mixed":
         images, labels = _mixed(cell.dataset, int(cell.severity))
@@ -495,7 +487,26 @@ def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if pool:
         keep = np.sort(np.random.default_rng(cell.seed).permutation(len(labels))[:pool])
         images, labels = images[keep], labels[keep]
+    quality = int(cell_options(cell).get("jpeg_source", 0))
+    if quality:
+        if cell.corruption == "mixed" or pool:
+            raise ValueError(f"{cell.label()}: jpeg_source= applies to one generated corruption's test set, not a pool")
+        images = _jpeg_source_set(cell.dataset, cell.corruption, int(cell.severity or 0), quality)
     return images, labels, stream_order(labels, cell)
+
+
+@lru_cache(maxsize=16)
+def _jpeg_source_set(dataset: str, corruption: str, severity: int, quality: int) -> np.ndarray:
+    """The generated corrupted set ``dataset`` (its clean source's test split), with the clean images
+    passed through one more JPEG round trip at ``quality`` before they are corrupted, with the set's
+    own seed schedule (:func:`dartlib.data.prepare.corrupt_like`): the same corruption draws on a base
+    image that went through JPEG once more."""
+    from dartlib.data.prepare import corrupt_like
+    from dartlib.data.sources import clean_source
+
+    clean = clean_source(dataset)(split="test")
+    return corrupt_like(dataset, jpeg_round_trip(clean.images, quality=quality), corruption=corruption,
+                        severity=severity)
 
 
 def paired(cells: list[Cell]) -> list[Cell]:
@@ -544,32 +555,39 @@ def evaluate_cell(cell: Cell, context: TestTimeContext, *, progress: bool = Fals
     torch.manual_seed(cell.seed)
     images, labels, order = cell_stream(cell)
     batch_size = int(cell_options(cell).get("test_batch", context.batch_size))  # the test batch-size study
+    size = len(labels)
     if resident(context.device) and "pool" not in cell_options(cell):
         images, labels = context.resident_set(cell, images, labels)
-        return {"n": len(order), "accuracy": _resident_accuracy(cell, context, images, labels, order, batch_size=batch_size)}
-    acc = adapt_accuracy(context.adapter(cell), images, labels, order, batch_size=batch_size,
-                         device=context.device, progress=progress, desc=cell.label())
-    return {"n": len(order), "accuracy": acc}
+        correct = _resident_correct(cell, context, images, labels, order, batch_size=batch_size)
+    else:
+        predictions = adapt_predictions(context.adapter(cell), images, order, batch_size=batch_size,
+                                        device=context.device, progress=progress, desc=cell.label())
+        correct = predictions == labels[order]
+    outcomes = CellOutcomes.from_stream(order=order, correct=correct, size=size)
+    # 100 * (correct / n), not (100 * correct) / n: the two differ in the last bit, and the
+    # stored grids were computed this way.
+    return {"n": len(order), "accuracy": 100.0 * (int(correct.sum()) / len(order)), "outcomes": outcomes}
 
 
-def _resident_accuracy(cell: Cell, context: TestTimeContext, images: torch.Tensor, labels: torch.Tensor,
-                       order: np.ndarray, *, batch_size: int) -> float:
-    """Accuracy (%) of ``cell``'s adapter over its stream, the test set (``images``, ``labels``) on the device."""
+def _resident_correct(cell: Cell, context: TestTimeContext, images: torch.Tensor, labels: torch.Tensor,
+                     order: np.ndarray, *, batch_size: int) -> np.ndarray:
+    """Whether ``cell``'s adapter classifies each image of its stream correctly (stream order), the
+    test set (``images``, ``labels``) on the device; read back once."""
     adapter = context.adapter(cell)
     shared = context._shared if context.share_source else None
     stream = f"{stream_digest(cell)}|b{batch_size}|{context.forward_precision()}"
     order_dev = torch.from_numpy(order).to(context.device)
-    correct = torch.zeros((), dtype=torch.long, device=context.device)
+    correct = []
     try:
         for i, start in enumerate(range(0, len(order), batch_size)):
             idx = order_dev[start : start + batch_size]
             if shared is not None:
                 shared.key = f"{stream}|{i}"
-            correct += (adapter(images_to_float(images[idx])).argmax(1) == labels[idx]).sum()
+            correct.append(adapter(images_to_float(images[idx])).argmax(1) == labels[idx])
     finally:
         if shared is not None:
             shared.key = None
-    return 100.0 * (int(correct) / len(order))  # as adapt_accuracy computes it
+    return torch.cat(correct).cpu().numpy()
 
 
 def prepare_context(

@@ -41,6 +41,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from dartlib.data.files import DamagedFileError, atomic_path
+from dartlib.experiments.outcomes import read_sidecar, write_lines
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
           "seed", "n", "accuracy", "seconds", "key", "inputs"]
@@ -151,19 +152,17 @@ def shard(cells: Sequence[Cell], spec: str) -> list[Cell]:
     return list(cells)[i::n]
 
 
-def _append_row(row: dict, path: Path) -> None:
-    """Add one finished cell to ``path`` (see :func:`_append_rows`)."""
-    _append_rows([row], path)
-
-
-def _append_rows(rows: list[dict], path: Path) -> None:
+def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> None:
     """Add finished cells to ``path`` under an exclusive lock, re-reading the file first so that
-    rows written meanwhile by other processes are kept; older rows of the same cells are replaced."""
+    rows written meanwhile by other processes are kept; older rows of the same cells are replaced.
+    ``outcomes``: their per-image outcome lines (:mod:`dartlib.experiments.outcomes`), written to
+    the sidecar first, so that a row never names outcomes that are not there."""
     if not rows:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(f".{path.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        write_lines(list(outcomes), path)
         done = read_results(path)
         done = done[~done["key"].astype(str).isin({str(r["key"]) for r in rows})]
         new = pd.DataFrame(rows)[SCHEMA]
@@ -201,7 +200,9 @@ def _borrow(todo: list[Cell], digests: dict[str, str], reuse: Sequence[Path], *,
                 left.append(cell)
             else:
                 borrowed.append({**row, "experiment": experiment})
-        _append_rows(borrowed, path)  # one locked rewrite of the file, not one per row
+        side = read_sidecar(Path(other))
+        lines = side[side["key"].isin({r["key"] for r in borrowed})].to_dict("records")
+        _append_rows(borrowed, path, outcomes=lines)  # one locked rewrite of the file, not one per row
         todo = left
     return todo
 
@@ -326,8 +327,11 @@ class StaleRowsWarning(UserWarning):
 def store_row(cell: Cell, result: dict, *, path: Path, experiment: str, seconds: float, digest: str) -> None:
     """Append one finished cell (``result``: at least ``n`` and ``accuracy``) to ``path``, replacing
     an older row of the same cell."""
+    result = dict(result)
+    outcomes = result.pop("outcomes", None)
     row = {**asdict(cell), "experiment": experiment, **result, "seconds": seconds, "key": cell.key, "inputs": digest}
-    _append_row(row, path)
+    lines = [{"key": cell.key, "inputs": digest, **outcomes.encode()}] if outcomes is not None else []
+    _append_rows([row], path, outcomes=lines)
 
 
 def stored_rows(cells: list[Cell], *, path: Path) -> pd.DataFrame:
@@ -338,6 +342,52 @@ def stored_rows(cells: list[Cell], *, path: Path) -> pd.DataFrame:
     done = done[done["key"].astype(str).isin(position)]
     order = done["key"].astype(str).map(position)
     return done.iloc[order.argsort(kind="stable").to_numpy()].reset_index(drop=True)
+
+
+def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, path: Path, experiment: str,
+                  inputs: Callable[[Cell], str] | None = None, progress: bool = True) -> dict[str, int]:
+    """Give the current rows of ``cells`` in ``path`` that lack per-image outcomes
+    (:mod:`dartlib.experiments.outcomes`) theirs, by computing each such cell again: a recomputed
+    accuracy equal to the stored one (to the file's 6 significant digits) adds the outcomes and
+    leaves the row as it is; one that differs replaces the row (it did not reproduce, so the new
+    value is stored). Cells that are missing or stale are left to :func:`run_grid`. Returns counts:
+    checked (equal), replaced, already (had outcomes), skipped (not current)."""
+    from dartlib.experiments.outcomes import checked_outcomes
+
+    cells = list(cells)
+    digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
+    states = _states(cells, path, digests)
+    done = read_results(path)
+    have = checked_outcomes(done, read_sidecar(path))
+    stored = dict(zip(done["key"].astype(str), zip(done["inputs"].astype(str), done["accuracy"])))
+    counts = {"checked": 0, "replaced": 0, "already": 0, "skipped": 0}
+    todo = []
+    for cell, state in zip(cells, states):
+        if state != "current":
+            counts["skipped"] += 1
+        elif (cell.key, stored[cell.key][0]) in have:
+            counts["already"] += 1
+        else:
+            todo.append(cell)
+    bar = tqdm(todo, desc=f"{experiment} outcomes", unit="cell", **({} if progress else {"disable": True}))
+    for cell in bar:
+        bar.set_postfix_str(cell.label())
+        start = time.perf_counter()
+        result = evaluate(cell)
+        seconds = time.perf_counter() - start
+        digest, accuracy = stored[cell.key]
+        if float(f"{result['accuracy']:.6g}") == float(accuracy):
+            line = {"key": cell.key, "inputs": digest, **result["outcomes"].encode()}
+            with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                write_lines([line], path)
+            counts["checked"] += 1
+        else:
+            warnings.warn(f"{path}: {cell.label()} gave {result['accuracy']:.6g}, stored {accuracy:.6g}; the row is "
+                          f"replaced by the recomputed value", StaleRowsWarning, stacklevel=2)
+            store_row(cell, result, path=path, experiment=experiment, seconds=seconds, digest=digest)
+            counts["replaced"] += 1
+    return counts
 
 
 def parse_params(params: str) -> dict[str, str]:

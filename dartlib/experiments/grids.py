@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dartlib.experiments import backbone_study, diagnosis, online, table1
+from dartlib.experiments import backbone_study, diagnosis, jpeg_bound, online, table1
 from dartlib.experiments.engine import prepare_context
 from dartlib.experiments.settings import Settings
 from dartlib.registry import Registry
@@ -36,6 +36,8 @@ GRIDS: Registry[GridSpec] = Registry("grid", {
                                  online.prepare_online_context, online.profile_cells, online.SHARED_RESULTS),
     "backbone_study": GridSpec("14_backbone_study", "backbone width and severity", backbone_study.prepare_study_context,
                                backbone_study.profile_cells),
+    "jpeg_bound": GridSpec("06_table1_main", "the JPEG copy's bound: one more JPEG round trip of the test streams",
+                           prepare_context, jpeg_bound.profile_cells, jpeg_bound.SHARED_RESULTS),
     "diagnosis": GridSpec("15_diagnosis", "Table 1's refiner varied one factor at a time, and over seeds",
                           diagnosis.prepare_diagnosis_context, diagnosis.diagnosis_cells, diagnosis.SHARED_RESULTS),
 })

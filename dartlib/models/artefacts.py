@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from dartlib.data.files import DamagedFileError, write_text_atomic
+from dartlib.provenance import sha256_file
 from dartlib.paths import REPO_ROOT
 
 COMMITTED_DIR: Path = REPO_ROOT / "data" / "checkpoints"
@@ -46,11 +47,8 @@ def weights_digest(module: torch.nn.Module) -> str:
 
 
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    """sha256 of a file's bytes (:func:`dartlib.provenance.sha256_file`)."""
+    return sha256_file(path)
 
 
 def committed_files(directory: Path = COMMITTED_DIR) -> list[Path]:

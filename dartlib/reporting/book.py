@@ -43,6 +43,8 @@ from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.reporting import claims as claims_ledger
 from dartlib.reporting.costs import cost_rows
+from dartlib.analysis.noise import SE_SENTENCE
+from dartlib.experiments.outcomes import folder_outcomes
 from dartlib.reporting.diagnosis import diagnosis_table, seed_table
 from dartlib.reporting.figures import SAVE_DPI, WIDTH
 from dartlib.reporting.paper import TABLES as PAPER_TABLES, load_table
@@ -262,10 +264,9 @@ def overview_page(*, sources: BookSources, settings: dict, notebooks: list[str] 
         f"paper's number; each verdict at {claims_ledger.MARGIN_SE:g} standard errors, see the claims page): "
         f"**{int(counts.get('HOLDS', 0))} HOLDS, {int(counts.get('WITHIN NOISE', 0))} WITHIN NOISE, "
         f"{int(counts.get('FAILS', 0))} FAILS, {int(counts.get('NOT RUN', 0))} NOT RUN** of {len(table)} checks.", "",
-        "**Noise.** Each number of ours beside the paper's carries its noise: the binomial standard error (SE) of "
-        "a single-seed value (a mean over corruptions: sqrt(sum of a(100 - a)/n) over their number), or mean ± std "
-        "over seeds where seeds were run; the paper's values are its mean ± std over seeds. A check whose effect is "
-        "smaller than 2 SE reads WITHIN NOISE, never HOLDS or FAILS; every FAILS above is beyond 2 SE.", "",
+        "**Noise.** Each number of ours beside the paper's carries its noise: its SE, or mean ± std over seeds "
+        f"where seeds were run; the paper's values are its mean ± std over seeds. {SE_SENTENCE}. A check whose "
+        "effect is smaller than 2 SE reads WITHIN NOISE, never HOLDS or FAILS; every FAILS above is beyond 2 SE.", "",
         *_seed_section(sources=sources, settings=settings),
         *_diagnosis_section(sources=sources),
         "Claims with a failing check:", "", *(failing or ["- none"]), "",
@@ -302,7 +303,7 @@ def _diagnosis_section(*, sources: BookSources) -> list[str]:
     path = sources.results / "diagnosis.csv"
     if not path.is_file():
         return []
-    table = diagnosis_table(rows=read_results(path))
+    table = diagnosis_table(rows=read_results(path), outcomes=folder_outcomes(sources.results))
     return ["**Why two claims fail.** Table 1's refiner varied one factor at a time (notebook 15, "
             "`15_diagnosis`, whose conclusion says which factor moves which claim; seed-0 streams, mean over the "
             "corruptions ± SE; `*`: moved beyond 2 SE from Table 1's refiner):", "",
@@ -414,7 +415,8 @@ def _table1(results: Path, settings: dict) -> str:
     title = (f"Table 1, {dataset}-LT ({settings.get('profile')} profile: {settings.get('source_arch')}, "
              f"{frame.corruption.nunique()} corruption(s), seed(s) {', '.join(map(str, sorted(set(frame.seed))))}; "
              "paper: ResNet-26, official CIFAR-10-C, 4 seeds)")
-    return rendered_table(frame, order=row_order(methods), title=title, corrupted_dataset=dataset)
+    return rendered_table(frame, order=row_order(methods), title=title, corrupted_dataset=dataset,
+                          outcomes=folder_outcomes(results))
 
 
 # The book's title of each rendered table (results/<profile>/tables/<stem>.md: the notebooks write

@@ -2,15 +2,14 @@
 results can speak to, each with one check per setting the sentence names, judged on a profile's
 results with its noise as HOLDS, FAILS, WITHIN NOISE or NOT RUN.
 
-Noise. Every results row carries its stream's sample count ``n``; the binomial standard error of
-its accuracy ``a`` (percent) is ``sqrt(a (100 - a) / n)`` points. A cell (one corruption, shift
-parameter and setting) run under several seeds is their mean, with the squared standard error
-``sum(SE_i^2) / k^2 + std_seeds^2 / k`` (binomial part of the mean plus the seed spread, added in
-quadrature: the spread already contains stream noise, so this errs towards WITHIN NOISE). A mean
-over m cells has ``sqrt(sum SE_cell^2) / m``. A gain, a drop or a comparison of two quantities
-combines both sides' errors as if the two streams were independent: the two sides of a gain see
-the same images, so their errors are positively correlated and the combined error is an upper
-bound (again erring towards WITHIN NOISE).
+Noise (:mod:`dartlib.analysis.noise`, the one model of the suite). A quantity (an accuracy, a gain,
+a drop) is a linear combination of cell accuracies; its standard error is clustered by test image
+from the rows' per-image outcomes (the 15 corruptions share their images; a gain's two sides are
+paired image by image), with the seed spread (ddof 1) added where a cell has several seeds. Where
+a row has no per-image outcomes, the SE is an upper bound (the sum of the cells' binomial SEs),
+which errs towards WITHIN NOISE; ``se_kind`` says which (``images`` or ``bound``). A condition whose
+bound is a quantity of other rows is judged on ours - bound computed from both sides' rows
+together (paired), not on two SEs combined as if independent.
 
 Verdicts (reduced profiles smoke, cpu, gpu; ``margin`` is the distance from the condition's bound
 in standard errors, positive on the side the sentence asserts):
@@ -18,15 +17,18 @@ in standard errors, positive on the side the sentence asserts):
 * ``> B`` / ``< B``: the sentence asserts an effect. HOLDS when the margin exceeds +2, FAILS below
   -2, WITHIN NOISE in between.
 * ``>= B`` / ``<= B``: the sentence asserts the absence of a loss ("without degradation", "does not
-  decline"). FAILS when the result lies beyond B on the wrong side by more than 2 SE; else HOLDS.
-* ``within T of B``: the sentence asserts two numbers agree ("comparable", "stable"). The margin
-  is ``(T - |x - B|) / SE``: HOLDS above +2, FAILS below -2, WITHIN NOISE in between.
+  decline"), read with a stated margin E in the bound (``>= -0.5``: a loss under half a point); judged
+  like ``>`` / ``<``, so a loss within noise of the margin is WITHIN NOISE, never HOLDS.
+* ``within T of B``: the sentence asserts two numbers agree ("comparable", "stable") or states a
+  size (``within 0.5*paper of paper``: the paper's number within half its size, two-sided). The
+  margin is ``(T - |x - B|) / SE``: HOLDS above +2, FAILS below -2, WITHIN NOISE in between.
 
-``B`` is a number, ``F*paper`` (F times the paper's value of the same check: where the sentence
-states a size, the reduced profiles ask for at least half of it) or a quantity of other rows
-(``accuracy(noadapt+none)``, ``drop(tent)``, ``accuracy(bnadapt+dart)[alpha=0.1]``). On the paper
-profile every check asks for the paper's number within ``tolerance`` points (default 1.5), judged
-the same way as ``within``. NOT RUN: the rows a check needs are absent.
+``B`` is a number, ``paper`` (the paper's value of the same check), ``F*paper`` or a quantity of
+other rows (``accuracy(noadapt+none)``, ``drop(tent)``, ``accuracy(bnadapt+dart)[alpha=0.1]``,
+``gain(tent+dart)@10``: at shift_param 10); ``T`` is a number or ``F*paper`` (F times the size of
+the paper's value). On the paper profile every check asks for the paper's number within
+``tolerance`` points (default 1.5), judged the same way as ``within``. NOT RUN: the rows a check
+needs are absent.
 
 The paper is cited by section and table in ``claims.yaml``; :func:`claims_page` renders
 ``docs/claims.md`` (and the book's claims page) from the ledger and the results.
@@ -43,9 +45,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dartlib.analysis.noise import NAN, Estimate, difference, mean_estimate
+from dartlib.analysis.noise import NAN, SE_SENTENCE, Estimate, Outcomes, combination
 from dartlib.experiments.grid import read_results
+from dartlib.experiments.outcomes import folder_outcomes
 from dartlib.paths import REPO_ROOT, results_dir
+from dartlib.profiles import load_profile
 from dartlib.reporting.paper import PAPER_DIR, load_table
 from dartlib.reporting.tables import parse_params
 
@@ -59,10 +63,12 @@ MARGIN_SE = 2.0  # the margin, in standard errors, beyond which a check is decid
 PAGE_RESULTS = {"smoke": REPO_ROOT / "tests" / "golden" / "smoke", "cpu": REPO_ROOT / "results" / "cpu",
                 "gpu": REPO_ROOT / "results" / "gpu"}
 _EXPANDED = ("method", "refiner", "shift_param", "params", "versus", "dataset")
-_REF = r"(accuracy|gain|drop)\((\w[\w-]*?)(?:\+(\w[\w-]*))?\)(?:\[([^\]]*)\])?"
+_REF = (r"(?P<r0>accuracy|gain|drop)\((?P<r1>\w[\w-]*?)(?:\+(?P<r2>\w[\w.-]*))?\)(?:\[(?P<r3>[^\]]*)\])?"
+        r"(?:@(?P<r4>-?\d+(?:\.\d+)?))?")  # quantity(method+refiner)[params]@shift_param
 _BOUND = rf"(?:(?P<factor>-?\d+(?:\.\d+)?)\*paper|(?P<number>-?\d+(?:\.\d+)?)|{_REF})"
-_CONDITION = re.compile(rf"^\s*(?:(?P<op>>=|<=|>|<)|within\s+(?P<tol>\d+(?:\.\d+)?)\s+of)\s*{_BOUND}\s*$")
-_VERSUS = re.compile(r"^(?:(\w[\w-]*)\+)?(\w[\w-]*)(?:\[([^\]]*)\])?$")
+_CONDITION = re.compile(rf"^\s*(?:(?P<op>>=|<=|>|<)|within\s+(?:(?P<tol>\d+(?:\.\d+)?)|(?P<tolf>\d+(?:\.\d+)?)\*paper)"
+                        rf"\s+of)\s*(?:(?P<paper>paper)|{_BOUND})\s*$")
+_VERSUS = re.compile(r"^(?:(\w[\w-]*)\+)?(\w[\w.-]*)(?:\[([^\]]*)\])?$")
 
 
 def _expand(check: dict) -> list[dict]:
@@ -131,19 +137,32 @@ def _corruptions(frame: pd.DataFrame, check: dict, *, method: str | None = None)
     return set(rows["corruption"].astype(str))
 
 
-def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> Estimate:
-    """The check's quantity on a results frame (already restricted to the check's data), with its
-    standard error. A gain or a drop is NaN unless its two sides cover the same corruptions."""
+def quantity_terms(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> list[tuple[float, pd.DataFrame]]:
+    """The check's quantity as (weight, rows) terms (:func:`dartlib.analysis.noise.combination`):
+    an accuracy is one term, a gain or a drop two. Empty where a gain's or a drop's two sides do
+    not cover the same corruptions (a difference of means over different streams says nothing)."""
     method = method or check["method"]
     refiner, rho, params = check["refiner"], check["shift_param"], check.get("params")
     rows = _rows(frame, method=method, refiner=refiner, shift_param=rho, params=params)
     if check["quantity"] == "accuracy":
-        return mean_estimate(rows=rows)
+        return [(1.0, rows)] if len(rows) else []
     if check["quantity"] == "gain":
         other_method, other_refiner, other_params = _versus(check, method)
-        return difference(rows, _rows(frame, method=other_method, refiner=other_refiner, shift_param=rho,
-                                       params=other_params))
-    return difference(_rows(frame, method=method, refiner=refiner, shift_param=check["from"], params=params), rows)
+        a, b = rows, _rows(frame, method=other_method, refiner=other_refiner, shift_param=rho, params=other_params)
+    else:
+        a, b = _rows(frame, method=method, refiner=refiner, shift_param=check["from"], params=params), rows
+    if not len(a) or not len(b) or set(a["corruption"].astype(str)) != set(b["corruption"].astype(str)):
+        return []
+    return [(1.0, a), (-1.0, b)]
+
+
+def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None, outcomes: Outcomes | None = None) -> Estimate:
+    """The check's quantity on a results frame (already restricted to the check's data), with its
+    standard error (:mod:`dartlib.analysis.noise`: clustered by test image and paired where
+    ``outcomes`` holds every row's per-image outcomes, else an upper bound). NaN where
+    :func:`quantity_terms` has none."""
+    terms = quantity_terms(frame, check, method=method)
+    return combination(terms=terms, outcomes=outcomes) if terms else NAN
 
 
 def _restrict(frame: pd.DataFrame, spec: dict, *, dataset: str, paper: bool) -> pd.DataFrame:
@@ -167,6 +186,7 @@ class CheckResult:
     margin: float  # standard errors from the bound, positive on the asserted side
     status: str  # one of VERDICTS
     condition: str
+    se_kind: str = ""  # the margin's SE: "images" (clustered, paired) or "bound" (rows without outcomes)
 
 
 def describe(*, check: dict) -> str:
@@ -183,12 +203,14 @@ def describe(*, check: dict) -> str:
     return " ".join(part for part in (what, where) if part) + settings + dataset
 
 
-def judge(*, ours: Estimate, bound: Estimate, op: str) -> tuple[float, str]:
+def judge(*, ours: Estimate, bound: Estimate, op: str, gap: Estimate | None = None) -> tuple[float, str]:
     """(margin in SE, verdict) of ``ours`` against ``bound`` under ``op`` (">", "<", ">=", "<=" or
-    "within T"); see the module docstring for the rules."""
-    se = math.hypot(ours.se, 0.0 if math.isnan(bound.se) else bound.se)
+    "within T"); see the module docstring for the rules. ``gap``: ours - bound computed on the
+    rows of both (paired where they share test images), whose SE then replaces the two sides'
+    combined as if independent."""
     if math.isnan(ours.value) or math.isnan(bound.value):
         return math.nan, "NOT RUN"
+    se = gap.se if gap is not None else math.hypot(ours.se, 0.0 if math.isnan(bound.se) else bound.se)
     if math.isnan(se):
         raise ValueError("results rows without a sample count n: no standard error, no verdict")
     if op.startswith("within"):
@@ -196,23 +218,31 @@ def judge(*, ours: Estimate, bound: Estimate, op: str) -> tuple[float, str]:
     else:
         distance = ours.value - bound.value if op.startswith(">") else bound.value - ours.value
     margin = distance / se if se > 0 else math.copysign(math.inf, distance) if distance else 0.0
-    if op in (">=", "<="):
-        return margin, "FAILS" if margin < -MARGIN_SE else "HOLDS"
     return margin, "HOLDS" if margin > MARGIN_SE else "FAILS" if margin < -MARGIN_SE else "WITHIN NOISE"
 
 
-def _bound(match: re.Match, *, check: dict, paper: float, frame: pd.DataFrame | None) -> Estimate:
+def _bound(match: re.Match, *, check: dict, paper: float, frame: pd.DataFrame | None,
+           outcomes: Outcomes | None = None) -> tuple[Estimate, Estimate | None]:
+    """The condition's bound, and (where the bound is a quantity of rows) ours - bound on both
+    sides' rows together, paired image by image (None where the bound is a number)."""
+    if match["paper"] is not None:
+        return Estimate(paper, 0.0), None
     if match["factor"] is not None:
-        return Estimate(float(match["factor"]) * paper, 0.0)
+        return Estimate(float(match["factor"]) * paper, 0.0), None
     if match["number"] is not None:
-        return Estimate(float(match["number"]), 0.0)
-    other_q, other_m, other_r, other_p = match.groups()[4:8]
+        return Estimate(float(match["number"]), 0.0), None
+    other_q, other_m, other_r, other_p, other_at = (match[f"r{i}"] for i in range(5))
     other = {**check, "quantity": other_q, **({"refiner": other_r} if other_r else {}),
-             **({"params": other_p} if other_p is not None else {})}
+             **({"params": other_p} if other_p is not None else {}),
+             **({"shift_param": float(other_at)} if other_at is not None else {})}
     # a comparison of means over different corruptions says nothing about the effect: not run
     if frame is None or _corruptions(frame, other, method=other_m) != _corruptions(frame, check):
-        return NAN
-    return quantity(frame, other, method=other_m)
+        return NAN, None
+    mine, theirs = quantity_terms(frame, check), quantity_terms(frame, other, method=other_m)
+    if not mine or not theirs:
+        return NAN, None
+    gap = combination(terms=[*mine, *((-w, rows) for w, rows in theirs)], outcomes=outcomes)
+    return combination(terms=theirs, outcomes=outcomes), gap
 
 
 def _condition_text(condition: str, *, bound: float) -> str:
@@ -226,6 +256,7 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
     ``fmnistc`` on the smoke profile)."""
     claims = claims if claims is not None else load_claims()
     folder = folder or results_dir(profile)
+    outcomes = folder_outcomes(folder)
     files: dict[str, pd.DataFrame] = {}
     tables: dict[str, pd.DataFrame] = {}
     rows = []
@@ -235,7 +266,8 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
             spec["dataset_override"] = "dataset" in check and check["dataset"] != claim["dataset"]
             if spec["table"] not in tables:
                 tables[spec["table"]] = load_table(spec["table"])
-            paper = quantity(_restrict(tables[spec["table"]], spec, dataset=spec["dataset"], paper=True), spec).value
+            pspec = {**spec, **check.get("paper_reads", {})}  # the paper's rows where ours are named otherwise
+            paper = quantity(_restrict(tables[spec["table"]], pspec, dataset=spec["dataset"], paper=True), pspec).value
             ours_dataset = corrupted_dataset if (corrupted_dataset and spec["dataset"] == "cifar10c") else spec["dataset"]
             frames = []
             for experiment in spec["experiment"]:
@@ -244,19 +276,22 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
                 frames.append(_restrict(files[experiment], spec, dataset=ours_dataset, paper=False))
             # the first listed results file that has this check's rows (a grid still running may
             # hold some of a claim's checks and not others)
-            frame, ours = next(((f, q) for f in frames if len(f) and not math.isnan((q := quantity(f, spec)).value)),
+            frame, ours = next(((f, q) for f in frames if len(f) and not math.isnan((q := quantity(f, spec, outcomes=outcomes)).value)),
                                (None, NAN))
             condition = str(check["reduced"])
             if profile in REDUCED_PROFILES:
                 match = _CONDITION.match(condition)
-                bound = _bound(match, check=spec, paper=paper, frame=frame)
-                op = match["op"] or f"within {match['tol']}"
+                bound, gap = _bound(match, check=spec, paper=paper, frame=frame, outcomes=outcomes)
+                tol = match["tol"] or (f"{float(match['tolf']) * abs(paper):g}" if match["tolf"] else None)
+                op = match["op"] or f"within {tol}"
             else:
                 tolerance = float(check.get("tolerance", 1.5))
-                bound, op, condition = Estimate(paper, 0.0), f"within {tolerance:g}", f"within {tolerance:g} of the paper"
-            margin, status = judge(ours=ours, bound=bound, op=op)
+                bound, gap = Estimate(paper, 0.0), None
+                op, condition = f"within {tolerance:g}", f"within {tolerance:g} of the paper"
+            margin, status = judge(ours=ours, bound=bound, op=op, gap=gap)
+            kind = (gap or ours).kind if status != "NOT RUN" else ""
             rows.append(CheckResult(claim["id"], describe(check=spec), paper, ours.value, ours.se, bound.value,
-                                    margin, status, _condition_text(condition, bound=bound.value)).__dict__)
+                                    margin, status, _condition_text(condition, bound=bound.value), kind).__dict__)
     return pd.DataFrame(rows)
 
 
@@ -315,7 +350,7 @@ def render(table: pd.DataFrame, *, profile: str) -> str:
 
 
 def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dict] | None = None,
-                title: str = "The claims ledger") -> str:
+                title: str = "The claims ledger", changes: pd.DataFrame | None = None) -> str:
     """A Markdown page of the ledger: for each claim the paper's sentence and where it stands, why
     it is read this way, its verdict per profile, and each check with ours ± SE and the margin per
     profile. ``sources`` maps a profile to (results folder, its stand-in for CIFAR-10-C)."""
@@ -327,20 +362,22 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
              "committed results (" + ", ".join(f"{p}: `{f.relative_to(REPO_ROOT) if f.is_relative_to(REPO_ROOT) else f}`"
                                                for p, (f, _) in sources.items()) + "); do not edit by hand.", "",
              "Each claim quotes the paper's sentence as the LaTeX source has it, then one check per setting the "
-             "sentence names. Ours is the mean accuracy (or difference of means) ± its standard error: binomial "
-             "from each cell's n, combined over the averaged cells, with the seed spread added where several seeds "
-             "exist; the two sides of a difference are combined as independent streams (an upper bound: they "
-             "share the images). The margin is the distance from the condition's bound in standard errors, "
+             "sentence names. Ours is the mean accuracy (or difference of means) ± its standard error. "
+             f"{SE_SENTENCE}. A condition against other rows is judged on the difference of both sides' rows, "
+             "paired. The margin is the distance from the condition's bound in standard errors, "
              "positive on the side the sentence asserts. HOLDS: the asserted effect is there beyond 2 SE; "
              "FAILS: contradicted beyond 2 SE; WITHIN NOISE: the effect is smaller than 2 SE either way; NOT RUN: "
-             "the rows are absent. `>=` / `<=` (no loss) fail only on a loss beyond 2 SE. Where a sentence "
-             "states a size, the reduced profiles ask for at least half of it (`0.5*paper`): the rough size, "
-             "not the number.", "",
+             "the rows are absent. A no-loss sentence (`>= -E`, `<= E`) is read with a stated margin E and "
+             "judged the same three ways. Where a sentence states a size, the check asks for that size within "
+             "an equivalence margin of half of it, two-sided (`within 0.5*paper of paper`).", "",
              "Checks over all claims: " + "; ".join(f"**{p}** {count_line(table=t)}" for p, t in tables.items()), ""]
     for claim in claims:
         lines += [f"## `{claim['id']}`", "", f"> {claim['quote'].strip()}", "", f"*{claim['where']}*", "",
                   f"**Reading.** {' '.join(claim['reading'].split())}", "",
                   "**Verdict.** " + " · ".join(f"{p}: {verdicts[p].get(claim['id'], 'NOT RUN')}" for p in tables), "",
+                  "**Configuration judged.** " + " · ".join(
+                      f"{p}: {judged_configuration(params=load_profile(p), experiments=list(claim['experiment']))}"
+                      for p in tables if p != "smoke"), "",
                   "| check | condition | paper | " + " | ".join(tables) + " |",
                   "|---|---|---|" + "---|" * len(tables)]
         first = next(iter(tables.values()))
@@ -352,7 +389,80 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
                 cells.append(o.status if o.status == "NOT RUN" else f"{_ours(o, signed=signed)} ({_margin(o)}) {o.status}")
             lines.append(f"| {r.check} | `{r.condition}` | {_number(r.paper, signed=signed)} | " + " | ".join(cells) + " |")
         lines.append("")
+    if changes is not None and len(changes):
+        lines += ["## Verdicts changed by the ledger's second revision", "",
+                  "Against the ledger as it read before (its checks and noise model at commit f67a1ee, on the same "
+                  "committed rows): `reading` where the check's condition changed (a stated size now two-sided within "
+                  "half of it; a no-loss sentence with a stated margin; every baseline the sentence names), `noise "
+                  "model` where only the SE changed (clustered by image and paired where rows have per-image "
+                  "outcomes, an upper bound where not), `new check` for sentences that had none.", "",
+                  "| claim | check | condition before | condition after | before | after | reason |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| `{r['claim']}` | {r['check']} | `{r['condition before']}` | `{r['condition after']}` | "
+                  f"{r['before']} | {r['after']} | {r['reason']} |" for r in changes.to_dict("records")]
+        lines.append("")
     return "\n".join(lines)
+
+
+# What each results file's rows were computed with, per profile key (None: the paper's own setting):
+# a verdict names the configuration it judges (the paper: g_phi 50 epochs at alpha 0.1, NOTE's IABN
+# 30 epochs, every corruption).
+_PAPER_CONFIG = "g_phi 50 epochs at alpha 0.1"
+
+
+def judged_configuration(*, params: dict, experiments: list[str]) -> str:
+    """The configuration the rows of ``experiments`` were computed with on a profile (``params``: its
+    values), in words, beside the paper's where it differs."""
+    def n(key: str) -> str:
+        return f"{len(params[key])}" if isinstance(params.get(key), list) else "?"
+
+    main = f"g_phi {params.get('dart_epochs')} epochs at alpha {params.get('dart_alpha'):g}"
+    ablation = f"g_phi {params.get('ablation_epochs')} epochs at alpha {params.get('ablation_alpha'):g}"
+    parts = {
+        "table1": f"Table 1: {main}, {n('table1_corruptions')} corruptions, NOTE's IABN {params.get('note_finetune_epochs')} "
+                  f"epoch(s) (the paper: 30)",
+        "online_imbalance": f"CIFAR-10C-imb: {main}, {n('online_corruptions')} corruptions (TENT, SAR, ODS on "
+                            f"{n('split_tta_corruptions')})",
+        "more_settings": f"{main}; MEMO on {n('memo_corruptions')} corruptions, CIFAR-10C-imb on {n('imb_corruptions')}",
+        "ablations": f"ablation refiners: {ablation}, {n('ablation_corruptions')} corruptions",
+        "sensitivity": f"sensitivity refiners: g_phi {params.get('dart_sweep_epochs')} epochs, "
+                       f"{n('sensitivity_corruptions')} corruptions",
+        "sensitivity_tent": f"TENT+DART at g_phi {params.get('dart_sweep_epochs')} epochs, {n('tent_corruptions')} corruptions",
+        "sensitivity_batch": f"test batches: {main}, {n('sensitivity_corruptions')} corruptions",
+        "intermediate_training": f"{main}",
+        "diagnosis": "notebook 15's refiners, each named by its variant (docs/results.md)",
+    }
+    said = [parts[e] for e in experiments if e in parts]
+    return "; ".join(dict.fromkeys(said)) + f" (the paper: {_PAPER_CONFIG}, every corruption)" if said else ""
+
+
+def ledger_changes(*, before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """Every check whose verdict differs between two evaluations of the ledger (``evaluate``'s
+    tables), with the reason: ``new check``, ``check removed``, ``reading`` (its condition changed)
+    or ``noise model`` (same condition, another SE)."""
+    key = ["claim", "check", "condition_key"]
+
+    def keyed(t: pd.DataFrame) -> pd.DataFrame:
+        t = t.assign(condition_key=t["condition"].str.replace(r" = -?[\d.]+$", "", regex=True))
+        return t.assign(n=t.groupby(key[:2]).cumcount())
+
+    a, b = keyed(before), keyed(after)
+    merged = a.merge(b, on=["claim", "check", "n"], how="outer", suffixes=("_before", "_after"), indicator=True)
+    rows = []
+    for r in merged.fillna("").to_dict("records"):
+        if r["_merge"] == "right_only":
+            reason, old, new = "new check", "", r["status_after"]
+        elif r["_merge"] == "left_only":
+            reason, old, new = "check removed", r["status_before"], ""
+        else:
+            old, new = r["status_before"], r["status_after"]
+            if old == new:
+                continue
+            reason = "noise model" if r["condition_key_before"] == r["condition_key_after"] else "reading"
+        rows.append({"claim": r["claim"], "check": r["check"], "condition before": r["condition_before"],
+                     "condition after": r["condition_after"], "before": old, "after": new, "reason": reason})
+    return pd.DataFrame(rows, columns=["claim", "check", "condition before", "condition after", "before", "after",
+                                       "reason"])
 
 
 def page_sources(*, profiles: tuple[str, ...] = REDUCED_PROFILES) -> dict[str, tuple[Path, str | None]]:
@@ -362,7 +472,18 @@ def page_sources(*, profiles: tuple[str, ...] = REDUCED_PROFILES) -> dict[str, t
     return {p: (PAGE_RESULTS[p], load_profile(p).get("corrupted_dataset")) for p in profiles}
 
 
+def committed_page() -> str:
+    """``docs/claims.md`` as the ledger and the committed smoke, cpu and gpu results give it, with the
+    verdicts that changed against the cpu ledger before its second revision (``claims_before.csv``)."""
+    before = PAGE_RESULTS["cpu"] / "claims_before.csv"
+    changes = None
+    if before.is_file():
+        changes = ledger_changes(before=pd.read_csv(before, keep_default_na=False),
+                                 after=evaluate("cpu", corrupted_dataset=page_sources()["cpu"][1]))
+    return claims_page(sources=page_sources(), changes=changes)
+
+
 def write_claims_page(*, path: Path = CLAIMS_PAGE) -> Path:
-    """Write ``docs/claims.md`` from the ledger and the committed smoke, cpu and gpu results."""
-    path.write_text(claims_page(sources=page_sources()))
+    """Write ``docs/claims.md`` (:func:`committed_page`)."""
+    path.write_text(committed_page())
     return path

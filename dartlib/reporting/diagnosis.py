@@ -17,8 +17,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from dartlib.analysis.noise import Estimate, difference
-from dartlib.experiments.diagnosis import DIAGNOSIS_IRS, DIAGNOSIS_RHO, SEED_VARIANTS, VARIANTS, variant
+from dartlib.analysis.noise import Estimate, Outcomes, difference
+from dartlib.experiments.diagnosis import (DIAGNOSIS_IRS, DIAGNOSIS_RHO, HELDOUT_STREAM_SEEDS,
+                                         HELDOUT_STREAM_VARIANTS, SEED_GROUPS, VARIANTS, variant)
 from dartlib.reporting.figures import WIDTH, save_figure
 from dartlib.reporting.paper import load_table
 
@@ -29,24 +30,38 @@ def _select(rows: pd.DataFrame, *, method: str, refiner: str, shift: str, param:
                 & (rows["seed"].astype(int) == seed)]
 
 
-def failing_quantities(*, rows: pd.DataFrame, refiner: str, seed: int = 0) -> dict[str, Estimate]:
-    """The cost at rho = 1 and the margins over NoAdapt at each IR for BNAdapt with ``refiner``."""
-    out = {"cost": difference(_select(rows, method="bnadapt", refiner=refiner, shift="lt", param=DIAGNOSIS_RHO,
-                                       seed=seed),
-                               _select(rows, method="bnadapt", refiner="none", shift="lt", param=DIAGNOSIS_RHO,
-                                       seed=seed))}
-    for ir in DIAGNOSIS_IRS:
-        out[f"IR {ir:g}"] = difference(
-            _select(rows, method="bnadapt", refiner=refiner, shift="online-imb", param=ir, seed=seed),
-            _select(rows, method="noadapt", refiner="none", shift="online-imb", param=ir, seed=seed))
-    return out
+# Each quantity of a variant: (shift, parameter, the baseline's method) of BNAdapt+variant - baseline.
+def _quantity_streams(rhos=(10.0, 100.0)) -> dict[str, tuple[str, float, str]]:
+    return {"cost": ("lt", DIAGNOSIS_RHO, "bnadapt"), **{f"IR {ir:g}": ("online-imb", ir, "noadapt") for ir in DIAGNOSIS_IRS},
+            **{f"gain rho {rho:g}": ("lt", rho, "bnadapt") for rho in rhos}}
 
 
-def lt_gains(*, rows: pd.DataFrame, refiner: str, rhos=(10.0, 100.0), seed: int = 0) -> dict[str, Estimate]:
+def failing_quantities(*, rows: pd.DataFrame, refiner: str, seed: int = 0,
+                       outcomes: Outcomes | None = None) -> dict[str, Estimate]:
+    """The cost at rho = 1 and the margins over NoAdapt at each IR for BNAdapt with ``refiner``
+    (paired image by image where ``outcomes`` holds the rows' per-image outcomes)."""
+    streams = {k: v for k, v in _quantity_streams().items() if not k.startswith("gain")}
+    return {name: difference(_select(rows, method="bnadapt", refiner=refiner, shift=shift, param=param, seed=seed),
+                             _select(rows, method=base, refiner="none", shift=shift, param=param, seed=seed),
+                             outcomes=outcomes) for name, (shift, param, base) in streams.items()}
+
+
+def lt_gains(*, rows: pd.DataFrame, refiner: str, rhos=(10.0, 100.0), seed: int = 0,
+             outcomes: Outcomes | None = None) -> dict[str, Estimate]:
     """BNAdapt+DART − BNAdapt on CIFAR-10C-LT at each of ``rhos``: what a variant keeps of DART's gains."""
     return {f"gain rho {rho:g}": difference(
         _select(rows, method="bnadapt", refiner=refiner, shift="lt", param=rho, seed=seed),
-        _select(rows, method="bnadapt", refiner="none", shift="lt", param=rho, seed=seed)) for rho in rhos}
+        _select(rows, method="bnadapt", refiner="none", shift="lt", param=rho, seed=seed), outcomes=outcomes)
+        for rho in rhos}
+
+
+def moved_from_table1(*, rows: pd.DataFrame, refiner: str, outcomes: Outcomes | None = None) -> dict[str, Estimate]:
+    """How far each quantity of ``refiner`` lies from Table 1's refiner's: both share the baseline,
+    so the difference is BNAdapt+variant - BNAdapt+table1 on the same streams, paired (the baseline
+    is not counted twice)."""
+    return {name: difference(_select(rows, method="bnadapt", refiner=refiner, shift=shift, param=param, seed=0),
+                             _select(rows, method="bnadapt", refiner="table1", shift=shift, param=param, seed=0),
+                             outcomes=outcomes) for name, (shift, param, _) in _quantity_streams().items()}
 
 
 def paper_quantities() -> dict[str, float]:
@@ -66,29 +81,49 @@ def paper_quantities() -> dict[str, float]:
 
 
 def _pm(e: Estimate) -> str:
-    return "" if math.isnan(e.value) else f"{e.value:+.2f} ± {e.se:.2f}"
+    """``+1.23 ± 0.45``; ``± ≤0.45`` where the SE is an upper bound (rows without per-image outcomes)."""
+    return "" if math.isnan(e.value) else f"{e.value:+.2f} ± {'≤' if e.kind == 'bound' else ''}{e.se:.2f}"
 
 
-def diagnosis_table(*, rows: pd.DataFrame, seconds: dict[str, float] | None = None) -> pd.DataFrame:
+def diagnosis_table(*, rows: pd.DataFrame, seconds: dict[str, float] | None = None,
+                    outcomes: Outcomes | None = None) -> pd.DataFrame:
     """One row per variant with results: factor, setting, the cost at rho = 1 and the margin over
-    NoAdapt at each IR (mean over corruptions ± SE), whether each moved beyond 2 SE from Table 1's
-    refiner, and (``seconds``) the refiner's training time."""
-    reference = {**failing_quantities(rows=rows, refiner="table1"), **lt_gains(rows=rows, refiner="table1")}
+    NoAdapt at each IR (mean over corruptions ± SE), how far each moved from Table 1's refiner
+    (``*``: beyond 2 SE of the paired difference, :func:`moved_from_table1`), and (``seconds``) the
+    refiner's training time. ``outcomes``: the rows' per-image outcomes (without them every SE is
+    an upper bound, :mod:`dartlib.analysis.noise`)."""
     out = []
     for v in VARIANTS:
         if not (rows["refiner"] == v.name).any():
             continue
-        q = {**failing_quantities(rows=rows, refiner=v.name), **lt_gains(rows=rows, refiner=v.name)}
+        q = {**failing_quantities(rows=rows, refiner=v.name, outcomes=outcomes),
+             **lt_gains(rows=rows, refiner=v.name, outcomes=outcomes)}
+        moved = moved_from_table1(rows=rows, refiner=v.name, outcomes=outcomes)
         row = {"factor": v.factor, "setting": v.setting, "variant": v.name}
         for name, e in q.items():
             row[name] = _pm(e)
-            ref = reference[name]
-            moved = e.value - ref.value
-            row[f"{name} vs Table 1"] = "" if v.name == "table1" or math.isnan(moved) else (
-                f"{moved:+.2f}" + (" *" if abs(moved) > 2 * math.hypot(e.se, ref.se) else ""))
+            m = moved[name]
+            row[f"{name} vs Table 1"] = "" if v.name == "table1" or math.isnan(m.value) else (
+                f"{m.value:+.2f}" + (" *" if abs(m.value) > 2 * m.se else ""))
         if seconds:
             row["training (s)"] = seconds.get(v.name, math.nan)
         out.append(row)
+    return pd.DataFrame(out)
+
+
+def heldout_stream_table(*, rows: pd.DataFrame, outcomes: Outcomes | None = None) -> pd.DataFrame:
+    """Each variant of :data:`HELDOUT_STREAM_VARIANTS` (chosen after its seed-0 streams were seen)
+    on the streams of every seed it has rows for: the rho = 1 cost and the margin over NoAdapt at each
+    IR, each ± SE, beside Table 1's refiner's on seed 0. Seeds other than 0 played no part in the
+    choice."""
+    out = []
+    for name in HELDOUT_STREAM_VARIANTS:
+        for seed in (0, *HELDOUT_STREAM_SEEDS):
+            q = failing_quantities(rows=rows, refiner=name, seed=seed, outcomes=outcomes)
+            if all(math.isnan(e.value) for e in q.values()):
+                continue
+            out.append({"variant": name, "test streams": f"seed {seed}" + (" (seen)" if seed == 0 else " (held out)"),
+                        **{k: _pm(e) for k, e in q.items()}})
     return pd.DataFrame(out)
 
 
@@ -114,14 +149,15 @@ def batch_shape_table(*, shapes: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFra
     return table.sort_values("largest class %", kind="stable").reset_index(drop=True) if len(table) else table
 
 
-def _per_seed(rows: pd.DataFrame, *, method: str, refiner: str, shift: str, param: float) -> dict[int, float]:
-    """Per seed replica (:data:`SEED_VARIANTS`) whose cells cover every corruption of seed 0's:
-    the mean accuracy over the corruptions of ``method`` with ``refiner`` (``"dart"``: the seed's
-    own refiner)."""
+def _per_seed(rows: pd.DataFrame, *, method: str, refiner: str, shift: str, param: float,
+              group: str = "table1") -> dict[int, float]:
+    """Per seed replica of ``group`` (:data:`SEED_GROUPS`) whose cells cover every corruption of seed
+    0's: the mean accuracy over the corruptions of ``method`` with ``refiner`` (``"dart"``: the
+    seed's own refiner)."""
     whole = set(_select(rows, method=method, refiner="none", shift=shift, param=param, seed=0)["corruption"])
     out = {}
-    for name in SEED_VARIANTS:
-        seed = 0 if name == "table1" else variant(name).overrides["seed"]
+    for name in SEED_GROUPS[group]:
+        seed = variant(name).overrides.get("seed", 0)
         sel = _select(rows, method=method, refiner=name if refiner == "dart" else "none", shift=shift, param=param,
                       seed=seed)
         if len(sel) and set(sel["corruption"]) == whole:
@@ -136,9 +172,10 @@ def _mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.1f} ± {np.std(values):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
 
 
-def seed_table(*, rows: pd.DataFrame, lt_rhos, online_irs) -> pd.DataFrame:
+def seed_table(*, rows: pd.DataFrame, lt_rhos, online_irs, group: str = "table1") -> pd.DataFrame:
     """Table 1's BNAdapt rows (CIFAR-10C-LT) and CIFAR-10C-imb's NoAdapt, BNAdapt and BNAdapt+DART
-    over the seed replicas (:data:`SEED_VARIANTS`: g_phi's seed and the test stream's), then DART's
+    over the seed replicas of ``group`` (:data:`SEED_GROUPS`: Table 1's refiner or the paper's
+    configuration; g_phi's seed and the test stream's), then DART's
     effect seed by seed (BNAdapt+DART − BNAdapt on LT, BNAdapt+DART − NoAdapt on imb: the two
     failing quantities among them): per setting, mean ± std over seeds of the mean over
     corruptions, the number of seeds, and the paper's mean ± std (Table 1; the CIFAR-10C-imb
@@ -161,7 +198,8 @@ def seed_table(*, rows: pd.DataFrame, lt_rhos, online_irs) -> pd.DataFrame:
                 if shift == "lt" and method == "noadapt":
                     continue
                 base, _, dart = method.partition("+")
-                seeds[label] = _per_seed(rows, method=base, refiner=dart or "none", shift=shift, param=float(param))
+                seeds[label] = _per_seed(rows, method=base, refiner=dart or "none", shift=shift, param=float(param),
+                                         group=group)
                 mean, std = paper_row(shift, param, base, "dart" if dart else "none")
                 out.append({"benchmark": bench, "setting": setting, "method": label,
                             "ours": _mean_std(list(seeds[label].values())), "seeds": len(seeds[label]),

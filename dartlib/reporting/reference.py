@@ -219,6 +219,8 @@ def update_reference(profile: str) -> Path:
     from dartlib.data.files import atomic_path
 
     for path in sorted(results_dir(profile).glob("*.csv")):
+        if path.name.endswith(".outcomes.csv"):  # per-image outcomes are not results rows (docs/noise.md)
+            continue
         with atomic_path(target / path.name) as tmp:  # each file whole or not at all
             shutil.copyfile(path, tmp)
     return target

@@ -112,10 +112,13 @@ def _paper_rows(corrupted_dataset: str) -> pd.DataFrame | None:
     return paper_rows[paper_rows.dataset == "cifar10c"] if paper_rows is not None else None
 
 
-def rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, corrupted_dataset: str) -> str:
+def rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, corrupted_dataset: str,
+                   outcomes=None) -> str:
     """The rendered Table 1 in Markdown (mean over corruptions per seed, mean ± std over seeds,
-    the paper's value and our delta beside each cell on CIFAR-10-C); nothing written."""
-    table = table_beside_paper(results, _paper_rows(corrupted_dataset), row_order=list(order), paper_covers=CORRUPTIONS)
+    the paper's value and our delta beside each cell on CIFAR-10-C); nothing written. ``outcomes``:
+    the rows' per-image outcomes (:func:`dartlib.experiments.outcomes.folder_outcomes`), for the SEs."""
+    table = table_beside_paper(results, _paper_rows(corrupted_dataset), row_order=list(order), paper_covers=CORRUPTIONS,
+                               outcomes=outcomes)
     return render(table, title=title)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dartlib.analysis.noise import SE_SENTENCE, Outcomes, mean_estimate
 from dartlib.data.files import write_text_atomic
 from dartlib.experiments.grid import parse_params  # noqa: F401 - the params column, read here too
 from dartlib.paths import results_dir
@@ -55,8 +56,9 @@ def summarise(frame: pd.DataFrame, *, columns: str = "shift_param", value: str =
     else:
         out["std"] = grouped[value].std(ddof=0).fillna(0.0)  # over seeds (population std, as numpy.std)
         out["n"] = grouped[value].count()
-        if "se" in frame:  # one seed: the binomial SE of its value (analysis.noise)
+        if "se" in frame:  # one seed: the SE of its value (analysis.noise)
             out["se"] = grouped["se"].mean().where(out["n"] == 1)
+            out["se_bound"] = grouped["se_bound"].max() if "se_bound" in frame else False
     return out
 
 
@@ -66,7 +68,8 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame | None, *, columns: str = "s
     (row labels, see :func:`row_label`; rows not listed follow), else in the order first seen in
     ``ours`` (then any only in the paper)."""
     mine = summarise(ours, columns=columns).rename(columns={"mean": "ours", "std": "ours_std", "n": "ours_n",
-                                                            "se": "ours_se"})
+                                                            "se": "ours_se",
+                                                            "se_bound": "ours_se_bound"})
     if paper is not None and len(paper):
         theirs = summarise(paper, columns=columns, std="std").rename(columns={"mean": "paper", "std": "paper_std"})
         table = mine.join(theirs, how="outer", sort=False)
@@ -123,9 +126,10 @@ def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> st
                 text = "–"
             elif e.get("ours_n", 2) > 1:
                 text = f"{ours}{pm}{_num(e['ours_std'])}"
-            else:  # one seed: its binomial SE, marked apart from a spread over seeds
+            else:  # one seed: its SE, marked apart from a spread over seeds ("≤": an upper bound, analysis.noise)
                 se = e.get("ours_se", math.nan)
-                text = ours if math.isnan(se) else f"{ours}{pm}{_num(se, digits=2)}{' SE' if fmt == 'markdown' else '$^{se}$'}"
+                le = ("≤" if fmt == "markdown" else "\\leq ") if bool(e.get("ours_se_bound", False)) else ""
+                text = ours if math.isnan(se) else f"{ours}{pm}{le}{_num(se, digits=2)}{' SE' if fmt == 'markdown' else '$^{se}$'}"
             if not math.isnan(e["paper"]):
                 delta = "n/c" if other_set.loc[(r, c)] else _num(e["delta"], signed=True)
                 text += f" ({_num(e['paper'])}; {delta})" if fmt == "markdown" else f" ({_num(e['paper'])}; ${delta}$)"
@@ -137,10 +141,9 @@ def render(table: pd.DataFrame, *, fmt: str = "markdown", title: str = "") -> st
     if fmt == "latex":
         lines += ["\\bottomrule", "\\end{tabular}"]
     else:
-        lines += ["", "Cells: ours mean ± std over seeds, or for one seed its value ± its binomial standard error "
-                      "(SE; a mean over corruptions: sqrt(sum of a(100 - a)/n) / their number) (paper's value: mean "
+        lines += ["", "Cells: ours mean ± std over seeds, or for one seed its value ± its SE (paper's value: mean "
                       "over its seeds; ours − paper); best of ours per column in bold. A difference within 2 SE is "
-                      "within noise."]
+                      f"within noise. {SE_SENTENCE}."]
         if other_set.any():
             lines.append("n/c: not compared, ours averages over fewer corruptions than the paper's mean over all 15.")
     return "\n".join(lines) + "\n"
@@ -159,21 +162,23 @@ def write_tables(table: pd.DataFrame, *, profile: str, name: str, title: str = "
 
 
 def table_beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, columns: str = "shift_param",
-                       row_order: list[str] | None = None, paper_covers: Collection[str] | None = None) -> pd.DataFrame:
+                       row_order: list[str] | None = None, paper_covers: Collection[str] | None = None,
+                       outcomes: Outcomes | None = None) -> pd.DataFrame:
     """``results`` (one row per cell) averaged per seed over the other axes (corruptions), beside
     ``paper`` (:func:`compare`).
 
     ``paper_covers``: the corruptions the paper's values average over (its tables print the mean
     over all 15 of CIFAR-10-C). A cell of ours that averages over a different set is shown beside
     the paper's value but gets no delta (rendered "n/c"), since the two means are not of the same
-    thing (a row run on a subset of corruptions, or a grid still running)."""
+    thing (a row run on a subset of corruptions, or a grid still running). ``outcomes``: the rows'
+    per-image outcomes; the SE of a mean over corruptions is clustered by image where they are
+    known and an upper bound where not (:mod:`dartlib.analysis.noise`)."""
     keys = ["method", "refiner", columns, "seed"]
     per_seed = results.groupby(keys, as_index=False, sort=False)["accuracy"].mean()
-    if "n" in results:  # the binomial SE of each per-seed mean over the cells it averages
-        n = pd.to_numeric(results["n"], errors="coerce")
-        var = results.assign(var=results["accuracy"] * (100.0 - results["accuracy"]) / n)
-        grouped = var.groupby(keys, sort=False)["var"]
-        per_seed["se"] = ((grouped.sum(min_count=1) ** 0.5) / grouped.count()).to_numpy()
+    if "n" in results and "corruption" in results:  # the SE of each per-seed mean over its cells (analysis.noise)
+        estimates = [mean_estimate(rows=group, outcomes=outcomes) for _, group in results.groupby(keys, sort=False)]
+        per_seed["se"] = [e.se for e in estimates]
+        per_seed["se_bound"] = [e.kind == "bound" for e in estimates]
     table = compare(per_seed, paper, columns=columns, row_order=row_order)
     if paper_covers is not None and paper is not None:
         for key in _covering_other_sets(results, columns=columns, covers=paper_covers):
@@ -186,7 +191,10 @@ def beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, profile: 
                  columns: str = "shift_param", row_order: list[str] | None = None,
                  paper_covers: Collection[str] | None = None) -> pd.DataFrame:
     """A notebook's table (:func:`table_beside_paper`), also written by :func:`write_tables`."""
-    table = table_beside_paper(results, paper, columns=columns, row_order=row_order, paper_covers=paper_covers)
+    from dartlib.experiments.outcomes import folder_outcomes
+
+    table = table_beside_paper(results, paper, columns=columns, row_order=row_order, paper_covers=paper_covers,
+                               outcomes=folder_outcomes(results_dir(profile)))
     write_tables(table, profile=profile, name=name, title=title)
     return table
 

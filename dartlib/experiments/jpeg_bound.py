@@ -1,0 +1,35 @@
+"""How much the JPEG copy of CIFAR-10 may move our numbers (docs/deviations.md): the profile's test
+streams passed through one more JPEG round trip at the copy's quality (75, 4:2:0), NoAdapt, BNAdapt
+and BNAdapt+DART, beside the same streams as they are (Table 1's cells, borrowed with their rows).
+
+The copy the profiles train and test on (``../shared/data/cifar10``, SOURCE.md) is JPEG at quality
+75; the paper's CIFAR-10 is lossless. A second round trip at the same quality changes the images far
+less than the first did (the JPEG grid and quantisation are already in them), so the measured change
+is a lower bound on the first round trip's effect at test time, not an upper one; what the first
+round trip did to the source model's training cannot be measured without the lossless original.
+"""
+
+from __future__ import annotations
+
+from dartlib.experiments.grid import Cell, grid
+from dartlib.experiments.settings import Settings
+
+COPY_QUALITY = 75  # the copy's JPEG quality (../shared/data/cifar10/SOURCE.md)
+METHODS = (("noadapt", "none"), ("bnadapt", "none"), ("bnadapt", "dart"))
+RHOS = (1.0,)  # no label shift: the copy's effect on the images alone
+# Table 1's rows of the same cells (the streams as they are) are borrowed, not computed
+SHARED_RESULTS = ("table1.csv",)
+
+
+def profile_cells(settings: Settings) -> list[Cell]:
+    """Per method of :data:`METHODS`, rho of :data:`RHOS` and corruption of Table 1: the stream as it
+    is (Table 1's cell) and after one more JPEG round trip (``jpeg_source=75``)."""
+    limit = settings["table1_stream_limit"]
+    base = [f"limit={limit}"] if limit else [""]
+    cells = []
+    for method, refiner in METHODS:
+        for params in (base[0], ",".join(p for p in (base[0], f"jpeg_source={COPY_QUALITY}") if p)):
+            cells += grid(dataset=[settings["corrupted_dataset"]], shift=["lt"], shift_param=list(RHOS),
+                          corruption=list(settings["table1_corruptions"]), severity=[settings["severity"]],
+                          method=[method], refiner=[refiner], params=[params], seed=[settings["seed"]])
+    return cells

@@ -1,0 +1,94 @@
+"""What an executed notebook showed was made from: the files it read (results rows and their
+per-image outcomes, the paper's numbers and claims, trained artefacts) and the library code it ran,
+each with its sha256, kept in the notebook's metadata (``metadata.dart.inputs``).
+
+The runner sets :data:`READS_ENV` for the kernel; importing :mod:`dartlib` there then records every
+file of the repository the kernel opens (an audit hook on ``open``, PEP 578). After the notebook ran,
+:func:`input_digests` turns that list into digests. :func:`stale_inputs` compares a notebook's
+digests with the files as they are now: a published notebook whose rows, ledger, artefacts or code
+changed since it ran is stale and must be executed again (``tests/test_pages_current.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from dartlib.paths import REPO_ROOT
+
+READS_ENV = "DART_READS_LOG"  # listed in dartlib.environment.VARIABLES
+# the parts of the repository whose files decide what a page shows
+_TRACKED = ("results", "data/paper", "data/checkpoints", "dartlib")
+
+
+def _tracked(path: Path) -> str | None:
+    """``path`` relative to the repository where it is one of :data:`_TRACKED`'s files (a compiled
+    module stands for its source), else None."""
+    try:
+        rel = path.resolve().relative_to(REPO_ROOT)
+    except (ValueError, OSError):
+        return None
+    parts = rel.parts
+    if "__pycache__" in parts and rel.suffix == ".pyc":  # dartlib/x/__pycache__/y.cpython-311.pyc -> dartlib/x/y.py
+        rel = rel.parent.parent / f"{rel.name.split('.')[0]}.py"
+        parts = rel.parts
+    if any(p.startswith(".") for p in parts) or rel.suffix in (".lock",) or "notebooks" in parts[:3]:
+        return None
+    text = rel.as_posix()
+    return text if any(text == t or text.startswith(t + "/") for t in _TRACKED) else None
+
+
+def record_reads(log: Path) -> None:
+    """Append to ``log`` each tracked file this process opens from now on (once each)."""
+    seen: set[str] = set()
+    busy = [False]
+
+    def hook(event: str, args: tuple) -> None:
+        if event != "open" or busy[0] or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+            return
+        busy[0] = True
+        try:
+            rel = _tracked(Path(os.fsdecode(args[0])))
+            if rel is not None and rel not in seen:
+                seen.add(rel)
+                with open(log, "a", encoding="utf-8") as sink:
+                    sink.write(rel + "\n")
+        finally:
+            busy[0] = False
+
+    sys.addaudithook(hook)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def input_digests(paths: Iterable[str]) -> dict[str, str]:
+    """{path relative to the repository: sha256} of the files of ``paths`` that exist (a file that was
+    opened for writing and then replaced, or a temporary one, is left out)."""
+    out = {}
+    for rel in sorted(set(paths)):
+        path = REPO_ROOT / rel
+        if path.is_file() and ".tmp" not in path.name:
+            out[rel] = sha256_file(path)
+    return out
+
+
+def stale_inputs(recorded: dict[str, str], *, root: Path = REPO_ROOT) -> list[str]:
+    """The recorded inputs whose file (under ``root``) is gone or holds other bytes now, as
+    "path (changed|missing)"."""
+    out = []
+    for rel, digest in sorted(recorded.items()):
+        path = root / rel
+        if not path.is_file():
+            out.append(f"{rel} (missing)")
+        elif sha256_file(path) != digest:
+            out.append(f"{rel} (changed)")
+    return out

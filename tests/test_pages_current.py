@@ -1,0 +1,75 @@
+"""Every published executed notebook (results/<profile>/notebooks/) is current: the files it read
+and the library code it ran (metadata.dart.inputs, dartlib.provenance) are still what they were when
+it ran. A notebook published before the inputs were recorded must be listed, with why it has not been
+executed again, in results/pages_without_inputs.txt; the list only shrinks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+from dartlib.paths import REPO_ROOT
+from dartlib.provenance import sha256_file, stale_inputs
+
+UNRECORDED = REPO_ROOT / "results" / "pages_without_inputs.txt"
+
+
+def _published() -> list[Path]:
+    return sorted((REPO_ROOT / "results").glob("*/notebooks/*.ipynb"))
+
+
+def _unrecorded() -> set[str]:
+    lines = UNRECORDED.read_text().splitlines() if UNRECORDED.is_file() else []
+    return {line.split()[0] for line in lines if line.strip() and not line.startswith("#")}
+
+
+def test_every_published_notebook_is_current_or_listed_as_unrecorded():
+    problems, listed = [], _unrecorded()
+    for path in _published():
+        rel = path.relative_to(REPO_ROOT).as_posix()
+        inputs = nbformat.read(path, as_version=4).metadata.get("dart", {}).get("inputs")
+        if inputs is None:
+            if rel not in listed:
+                problems.append(f"{rel}: no recorded inputs; execute it again "
+                                f"(python -m dartlib run --profile {path.parts[-3]} {path.stem[:2]} --publish)")
+            continue
+        if rel in listed:
+            problems.append(f"{rel}: records its inputs now; remove it from {UNRECORDED.name}")
+        stale = stale_inputs(inputs)
+        if stale:
+            problems.append(f"{rel}: older than {', '.join(stale[:4])}{' ...' if len(stale) > 4 else ''}; execute it "
+                            f"again (python -m dartlib run --profile {path.parts[-3]} {path.stem[:2]} --publish)")
+    missing = listed - {p.relative_to(REPO_ROOT).as_posix() for p in _published()}
+    problems += [f"{UNRECORDED.name} lists {m}, which is not published" for m in sorted(missing)]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_page_older_than_its_rows_is_found(tmp_path):
+    rows = tmp_path / "results" / "cpu" / "table1.csv"
+    rows.parent.mkdir(parents=True)
+    rows.write_text("key,accuracy\na,70.0\n")
+    recorded = {"results/cpu/table1.csv": sha256_file(rows)}
+    assert stale_inputs(recorded, root=tmp_path) == []
+    rows.write_text("key,accuracy\na,12.5\n")  # a row changed after the page ran
+    assert stale_inputs(recorded, root=tmp_path) == ["results/cpu/table1.csv (changed)"]
+    rows.unlink()
+    assert stale_inputs(recorded, root=tmp_path) == ["results/cpu/table1.csv (missing)"]
+
+
+def test_the_kernel_records_what_it_reads(tmp_path):
+    """A process started with the runner's variable records the tracked files it opens (and only those)."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "reads"
+    code = ("import dartlib, pandas\n"
+            "pandas.read_csv('data/paper/table1_main.csv')\n"
+            "open('README.md').read()\n"
+            "import dartlib.analysis.noise\n")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True,
+                   env={**os.environ, "DART_READS_LOG": str(log)})
+    read = log.read_text().split()
+    assert "data/paper/table1_main.csv" in read and "dartlib/analysis/noise.py" in read
+    assert "README.md" not in read

@@ -130,8 +130,3 @@ def _clustered_variance(cells: list[tuple[float, dict, CellOutcomes]]) -> float:
     if m < 2:
         return math.nan
     return float(m / (m - 1) * np.sum((values - values.mean()) ** 2)) * 100.0**2
-
-
-def binomial_se(*, accuracy: float, n: float) -> float:
-    """The binomial SE (points) of one cell's accuracy (%) over ``n`` images."""
-    return math.sqrt(accuracy * (100.0 - accuracy) / n)

@@ -532,13 +532,13 @@ def compact_refiner_file(path: Path, *, every: int = LOG_EVERY) -> bool:
     """Rewrite the refiner file ``path`` with :func:`compact_log` of its log (module and config
     untouched; ``meta.log`` records the step interval, the full log's length and the sha256 of the
     file before). False where its log is compact already."""
-    from dartlib.models.artefacts import sha256_of
+    from dartlib.provenance import sha256_file
 
     blob = load_weights(path, required=("module", "config", "log"))
     meta = blob.get("meta", {})
     if "log" in meta:
         return False
-    before = sha256_of(path)
+    before = sha256_file(path)
     steps = len(blob["log"])
     blob["log"] = compact_log(blob["log"], every=every)
     blob["meta"] = {**meta, "log": {"every": every, "steps": steps, "full_file_sha256": before}}

@@ -28,11 +28,12 @@ on its key alone.
 from __future__ import annotations
 
 import fcntl
+from contextlib import contextmanager
 import hashlib
 import json
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from itertools import product
 from pathlib import Path
@@ -152,6 +153,14 @@ def shard(cells: Sequence[Cell], spec: str) -> list[Cell]:
     return list(cells)[i::n]
 
 
+@contextmanager
+def _results_lock(path: Path) -> Iterator[None]:
+    """The exclusive lock that every writer of results file ``path`` (and of its outcomes) holds."""
+    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> None:
     """Add finished cells to ``path`` under an exclusive lock, re-reading the file first so that
     rows written meanwhile by other processes are kept; older rows of the same cells are replaced.
@@ -160,8 +169,7 @@ def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> 
     if not rows:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _results_lock(path):
         write_lines(list(outcomes), path)
         done = read_results(path)
         done = done[~done["key"].astype(str).isin({str(r["key"]) for r in rows})]
@@ -378,8 +386,7 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
         digest, accuracy = stored[cell.key]
         if float(f"{result['accuracy']:.6g}") == float(accuracy):
             line = {"key": cell.key, "inputs": digest, **result["outcomes"].encode()}
-            with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with _results_lock(path):
                 write_lines([line], path)
             counts["checked"] += 1
         else:

@@ -12,7 +12,8 @@ def test_every_claim_is_well_formed_and_its_paper_values_compute():
     # every check's quantity exists in its paper table, but for the one the paper prints no number for
     assert set(table[table["paper"].isna()].claim) == {"prediction-deviation-tells-ir1-from-ir5000"}
     gains = table[table.claim == "abstract-gains-without-degradation"].paper.round(1).tolist()
-    assert gains == [5.7, 18.1, 0.0]  # the numbers the text states (rho 10, 100, then 1)
+    # the numbers the text states (rho 10, 100, then 1), for the profile's g_phi and at the paper's
+    assert gains == [5.7, 18.1, 0.0] * 2
 
 
 def test_cli_prints_the_report(capsys):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dartlib.experiments import backbone_study, diagnosis, jpeg_bound, online, table1
+from dartlib.experiments import backbone_study, diagnosis, jpeg_bound, online, paper_config, table1
 from dartlib.experiments.engine import prepare_context
 from dartlib.experiments.settings import Settings
 from dartlib.registry import Registry
@@ -40,4 +40,7 @@ GRIDS: Registry[GridSpec] = Registry("grid", {
                            prepare_context, jpeg_bound.profile_cells, jpeg_bound.SHARED_RESULTS),
     "diagnosis": GridSpec("15_diagnosis", "Table 1's refiner varied one factor at a time, and over seeds",
                           diagnosis.prepare_diagnosis_context, diagnosis.diagnosis_cells, diagnosis.SHARED_RESULTS),
+    "paper_config": GridSpec("06_table1_main", "Table 1 and CIFAR-10C-imb at the paper's g_phi (50 epochs, alpha 0.1)",
+                             paper_config.prepare_paper_context, paper_config.profile_cells,
+                             paper_config.SHARED_RESULTS),
 })

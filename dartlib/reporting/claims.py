@@ -151,9 +151,19 @@ def quantity_terms(frame: pd.DataFrame, check: dict, *, method: str | None = Non
         a, b = rows, _rows(frame, method=other_method, refiner=other_refiner, shift_param=rho, params=other_params)
     else:
         a, b = _rows(frame, method=method, refiner=refiner, shift_param=check["from"], params=params), rows
+    a, b = _shared_seeds(a, b)
     if not len(a) or not len(b) or set(a["corruption"].astype(str)) != set(b["corruption"].astype(str)):
         return []
     return [(1.0, a), (-1.0, b)]
+
+
+def _shared_seeds(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``a`` and ``b`` kept to the seeds both hold: a difference is taken on the same streams (a
+    baseline run on three seeds' streams is compared with a refiner of one seed on that seed's)."""
+    if "seed" not in a or "seed" not in b:
+        return a, b
+    seeds = set(a["seed"].astype(str)) & set(b["seed"].astype(str))
+    return a[a["seed"].astype(str).isin(seeds)], b[b["seed"].astype(str).isin(seeds)]
 
 
 def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None, outcomes: Outcomes | None = None) -> Estimate:
@@ -187,6 +197,8 @@ class CheckResult:
     status: str  # one of VERDICTS
     condition: str
     se_kind: str = ""  # the margin's SE: "images" (clustered, paired) or "bound" (rows without outcomes)
+    # "paper g_phi" for a check on the rows at the paper's g_phi (results file paper_config), "" for the profile's
+    configuration: str = ""
 
 
 def describe(*, check: dict) -> str:
@@ -241,6 +253,9 @@ def _bound(match: re.Match, *, check: dict, paper: float, frame: pd.DataFrame | 
     mine, theirs = quantity_terms(frame, check), quantity_terms(frame, other, method=other_m)
     if not mine or not theirs:
         return NAN, None
+    if all("seed" in rows for _, rows in [*mine, *theirs]):  # both sides on the streams they share
+        seeds = set.intersection(*(set(rows["seed"].astype(str)) for _, rows in [*mine, *theirs]))
+        mine, theirs = ([(w, rows[rows["seed"].astype(str).isin(seeds)]) for w, rows in terms] for terms in (mine, theirs))
     gap = combination(terms=[*mine, *((-w, rows) for w, rows in theirs)], outcomes=outcomes)
     return combination(terms=theirs, outcomes=outcomes), gap
 
@@ -290,8 +305,10 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
                 op, condition = f"within {tolerance:g}", f"within {tolerance:g} of the paper"
             margin, status = judge(ours=ours, bound=bound, op=op, gap=gap)
             kind = (gap or ours).kind if status != "NOT RUN" else ""
+            configuration = PAPER_G_PHI if "paper_config" in spec["experiment"] else ""
             rows.append(CheckResult(claim["id"], describe(check=spec), paper, ours.value, ours.se, bound.value,
-                                    margin, status, _condition_text(condition, bound=bound.value), kind).__dict__)
+                                    margin, status, _condition_text(condition, bound=bound.value), kind,
+                                    configuration).__dict__)
     return pd.DataFrame(rows)
 
 
@@ -303,15 +320,25 @@ def claim_verdicts(*, table: pd.DataFrame, claims: list[dict] | None = None) -> 
     aggregate = {c["id"]: c.get("aggregate", "all") for c in (claims if claims is not None else load_claims())}
     verdicts = {}
     for claim_id, group in table.groupby("claim", sort=False):
-        counts = group["status"].value_counts()
-        run = len(group) - int(counts.get("NOT RUN", 0))
-        if aggregate.get(claim_id) == "most" and run:
-            verdict = ("HOLDS" if counts.get("HOLDS", 0) * 2 > run else
-                       "FAILS" if counts.get("FAILS", 0) * 2 >= run else "WITHIN NOISE")
+        configurations = group["configuration"].fillna("") if "configuration" in group else pd.Series("", group.index)
+        if configurations.nunique() > 1:  # one verdict per g_phi configuration the checks judge
+            verdicts[claim_id] = " · ".join(
+                f"{configuration or 'profile g_phi'}: {_verdict(sub, most=aggregate.get(claim_id) == 'most')}"
+                for configuration, sub in group.groupby(configurations, sort=False))
         else:
-            verdict = next((v for v in ("FAILS", "WITHIN NOISE", "HOLDS") if counts.get(v, 0)), "NOT RUN")
-        verdicts[claim_id] = verdict + (f" ({run} of {len(group)} run)" if 0 < run < len(group) else "")
+            verdicts[claim_id] = _verdict(group, most=aggregate.get(claim_id) == "most")
     return verdicts
+
+
+def _verdict(group: pd.DataFrame, *, most: bool) -> str:
+    counts = group["status"].value_counts()
+    run = len(group) - int(counts.get("NOT RUN", 0))
+    if most and run:
+        verdict = ("HOLDS" if counts.get("HOLDS", 0) * 2 > run else
+                   "FAILS" if counts.get("FAILS", 0) * 2 >= run else "WITHIN NOISE")
+    else:
+        verdict = next((v for v in ("FAILS", "WITHIN NOISE", "HOLDS") if counts.get(v, 0)), "NOT RUN")
+    return verdict + (f" ({run} of {len(group)} run)" if 0 < run < len(group) else "")
 
 
 def count_line(*, table: pd.DataFrame) -> str:
@@ -376,7 +403,7 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
                   f"**Reading.** {' '.join(claim['reading'].split())}", "",
                   "**Verdict.** " + " · ".join(f"{p}: {verdicts[p].get(claim['id'], 'NOT RUN')}" for p in tables), "",
                   "**Configuration judged.** " + " · ".join(
-                      f"{p}: {judged_configuration(params=load_profile(p), experiments=list(claim['experiment']))}"
+                      f"{p}: {judged_configuration(params=load_profile(p), experiments=claim_experiments(claim))}"
                       for p in tables if p != "smoke"), "",
                   "| check | condition | paper | " + " | ".join(tables) + " |",
                   "|---|---|---|" + "---|" * len(tables)]
@@ -408,6 +435,13 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
 # a verdict names the configuration it judges (the paper: g_phi 50 epochs at alpha 0.1, NOTE's IABN
 # 30 epochs, every corruption).
 _PAPER_CONFIG = "g_phi 50 epochs at alpha 0.1"
+PAPER_G_PHI = "paper g_phi"  # the label of a verdict on the rows at the paper's g_phi
+
+
+def claim_experiments(claim: dict) -> list[str]:
+    """The results files a claim's checks read: the claim's, then those its checks name."""
+    named = [e for check in claim["checks"] for e in (check.get("experiment") or [])]
+    return list(dict.fromkeys([*claim["experiment"], *named]))
 
 
 def judged_configuration(*, params: dict, experiments: list[str]) -> str:
@@ -431,6 +465,8 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
         "sensitivity_batch": f"test batches: {main}, {n('sensitivity_corruptions')} corruptions",
         "intermediate_training": f"{main}",
         "diagnosis": "notebook 15's refiners, each named by its variant (docs/results.md)",
+        "paper_config": f"checks on +alpha0.1-epochs50 rows: {_PAPER_CONFIG}, g_phi seed 0, "
+                        f"{n('table1_corruptions')} corruptions (notebook 06)",
     }
     said = [parts[e] for e in experiments if e in parts]
     return "; ".join(dict.fromkeys(said)) + f" (the paper: {_PAPER_CONFIG}, every corruption)" if said else ""

@@ -30,6 +30,12 @@ the paper's value). On the paper profile every check asks for the paper's number
 ``tolerance`` points (default 1.5), judged the same way as ``within``. NOT RUN: the rows a check
 needs are absent.
 
+A ``cost`` check reads the test-time cost table (``costs.csv``, notebook 10; the paper's Appendix
+table of parameters, FLOPs and wall clock): ``column`` of (method, refiner) over the same column of
+``versus``, a ratio. Operation and parameter counts are exact (SE 0, ``se_kind`` ``exact``); a wall
+clock is one measurement whose noise the table does not keep, so its reading states a margin wide
+enough for a shared machine's jitter.
+
 The paper is cited by section and table in ``claims.yaml``; :func:`claims_page` renders
 ``docs/claims.md`` (and the book's claims page) from the ledger and the results.
 """
@@ -55,7 +61,10 @@ from dartlib.reporting.tables import parse_params
 
 CLAIMS_FILE = PAPER_DIR / "claims.yaml"
 CLAIMS_PAGE = REPO_ROOT / "docs" / "claims.md"
-QUANTITIES = ("accuracy", "gain", "drop")
+QUANTITIES = ("accuracy", "gain", "drop", "cost")
+# a cost check's column of the cost table (results/<profile>/costs.csv, notebook 10) and the paper's
+# (data/paper/app_cost.csv) it stands for
+COST_COLUMNS = {"gmac_executed_per_image": "flops_g", "wall_clock_s": "wall_clock_s", "params_m": "params_m"}
 REDUCED_PROFILES = ("smoke", "cpu", "gpu")
 VERDICTS = ("HOLDS", "WITHIN NOISE", "FAILS", "NOT RUN")
 MARGIN_SE = 2.0  # the margin, in standard errors, beyond which a check is decided
@@ -90,6 +99,9 @@ def load_claims(*, path: Path = CLAIMS_FILE) -> list[dict]:
                 raise ValueError(f"{claim['id']}: unknown quantity {check['quantity']!r}; valid: {', '.join(QUANTITIES)}")
             if not _CONDITION.match(str(check["reduced"])):
                 raise ValueError(f"{claim['id']}: cannot read condition {check['reduced']!r}")
+            if check["quantity"] == "cost" and check.get("column") not in COST_COLUMNS:
+                raise ValueError(f"{claim['id']}: a cost check names a column of {', '.join(COST_COLUMNS)}, not "
+                                 f"{check.get('column')!r}")
             if check.get("versus") is not None and not _VERSUS.match(str(check["versus"])):
                 raise ValueError(f"{claim['id']}: cannot read versus {check['versus']!r}")
     return claims
@@ -277,6 +289,9 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
     rows = []
     for claim in claims:
         for check in claim["checks"]:
+            if check["quantity"] == "cost":
+                rows.append(_cost_check(claim, check, folder=folder, profile=profile).__dict__)
+                continue
             spec = {**{k: claim.get(k) for k in ("table", "experiment", "dataset", "shift")}, **check}
             spec["dataset_override"] = "dataset" in check and check["dataset"] != claim["dataset"]
             if spec["table"] not in tables:
@@ -310,6 +325,36 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
                                     margin, status, _condition_text(condition, bound=bound.value), kind,
                                     configuration).__dict__)
     return pd.DataFrame(rows)
+
+
+def _cost_ratio(table: pd.DataFrame, *, column: str, method: str, refiner: str, versus: str) -> float:
+    """``column`` of (method, refiner) over that of ``versus`` ("bnadapt+none") in a cost table."""
+    other_method, other_refiner = versus.split("+")
+    value = {}
+    for key, (m, r) in (("a", (method, refiner)), ("b", (other_method, other_refiner))):
+        sel = table[(table["method"] == m) & (table["refiner"] == r)]
+        value[key] = float(sel[column].iloc[0]) if len(sel) else math.nan
+    return value["a"] / value["b"] if value["b"] else math.nan
+
+
+def _cost_check(claim: dict, check: dict, *, folder: Path, profile: str) -> CheckResult:
+    """A ``cost`` check (module docstring): ours from ``costs.csv``, the paper's from its cost table."""
+    column, versus = check["column"], str(check.get("versus") or f"{check['method']}+none")
+    what = f"cost {column} {check['method']}+{check['refiner']} over {versus}"
+    paper = _cost_ratio(load_table(claim["table"]), column=COST_COLUMNS[column], method=check["method"],
+                        refiner=check["refiner"], versus=versus)
+    path = folder / "costs.csv"
+    ours = (_cost_ratio(pd.read_csv(path), column=column, method=check["method"], refiner=check["refiner"],
+                        versus=versus) if path.is_file() else math.nan)
+    condition = str(check["reduced"]) if profile in REDUCED_PROFILES else f"within {check.get('tolerance', 0.1):g} of paper"
+    match = _CONDITION.match(condition)
+    if match["number"] is None and match["paper"] is None:
+        raise ValueError(f"{claim['id']}: a cost check's bound is a number or the paper's, not {condition!r}")
+    bound = float(match["number"]) if match["number"] is not None else paper
+    op = match["op"] or f"within {match['tol']}"
+    margin, status = judge(ours=Estimate(ours, 0.0, "exact"), bound=Estimate(bound, 0.0), op=op)
+    return CheckResult(claim["id"], what, paper, ours, 0.0, bound, margin, status,
+                       _condition_text(condition, bound=bound), "exact" if status != "NOT RUN" else "")
 
 
 def claim_verdicts(*, table: pd.DataFrame, claims: list[dict] | None = None) -> dict[str, str]:
@@ -352,10 +397,14 @@ def _number(value: float, *, signed: bool) -> str:
 
 
 def _ours(r, *, signed: bool) -> str:
-    return "—" if math.isnan(r.ours) else f"{_number(r.ours, signed=signed)} ± {r.se:.2f}"
+    if math.isnan(r.ours):
+        return "—"
+    return _number(r.ours, signed=signed) + ("" if getattr(r, "se_kind", "") == "exact" else f" ± {r.se:.2f}")
 
 
 def _margin(r) -> str:
+    if math.isinf(r.margin):
+        return "exact"
     return "" if math.isnan(r.margin) else f"{r.margin:+.2f} SE"
 
 
@@ -369,7 +418,7 @@ def render(table: pd.DataFrame, *, profile: str) -> str:
     for claim_id, group in table.groupby("claim", sort=False):
         lines.append(f"{claim_id}: {verdicts[claim_id]}")
         for r in group.itertuples():
-            signed = not r.check.startswith("accuracy")
+            signed = not r.check.startswith(("accuracy", "cost"))
             lines.append(f"  {r.status:<12} {r.check:<{width}} ours {_ours(r, signed=signed):>15}  paper "
                          f"{_number(r.paper, signed=signed):>6}  ({r.condition}; {_margin(r) or 'no margin'})")
     lines.append(count_line(table=table))
@@ -409,7 +458,7 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
                   "|---|---|---|" + "---|" * len(tables)]
         first = next(iter(tables.values()))
         for i, r in enumerate(first[first.claim == claim["id"]].itertuples()):
-            signed = not r.check.startswith("accuracy")
+            signed = not r.check.startswith(("accuracy", "cost"))
             cells = []
             for t in tables.values():
                 o = t[t.claim == claim["id"]].iloc[i]
@@ -464,6 +513,7 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
         "sensitivity_tent": f"TENT+DART at g_phi {params.get('dart_sweep_epochs')} epochs, {n('tent_corruptions')} corruptions",
         "sensitivity_batch": f"test batches: {main}, {n('sensitivity_corruptions')} corruptions",
         "intermediate_training": f"{main}",
+        "costs": f"test-time costs on {params.get('cost_corruption')}, one device (notebook 10)",
         "diagnosis": "notebook 15's refiners, each named by its variant (docs/results.md)",
         "paper_config": f"checks on +alpha0.1-epochs50 rows: {_PAPER_CONFIG}, g_phi seed 0, "
                         f"{n('table1_corruptions')} corruptions (notebook 06)",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pandas as pd
+import pytest
+
 from dartlib.reporting import claims
 
 
@@ -10,7 +13,10 @@ def test_every_claim_is_well_formed_and_its_paper_values_compute():
     assert len(ledger) >= 7 and len({c["id"] for c in ledger}) == len(ledger)
     table = claims.evaluate("paper", claims=ledger, folder=None)
     # every check's quantity exists in its paper table, but for the one the paper prints no number for
-    assert set(table[table["paper"].isna()].claim) == {"prediction-deviation-tells-ir1-from-ir5000"}
+    # (and Figure 4's, which prints points, not numbers)
+    assert set(table[table["paper"].isna()].claim) == {"prediction-deviation-tells-ir1-from-ir5000",
+                                                        "pbar-distance-rises-then-falls-with-ir",
+                                                        "pbar-alone-cannot-tell-ir1-from-ir5000-on-figure-4"}
     gains = table[table.claim == "abstract-gains-without-degradation"].paper.round(1).tolist()
     # the numbers the text states (rho 10, 100, then 1), for the profile's g_phi and at the paper's
     assert gains == [5.7, 18.1, 0.0] * 2
@@ -38,3 +44,22 @@ def test_a_cost_check_is_a_ratio_of_the_cost_table_judged_exactly(tmp_path):
     tent = table.loc["cost gmac_executed_per_image tent+dart over tent+none"]
     assert abs(tent.ours - 1.5) < 1e-9 and tent.paper == 2.0 and tent.status == "HOLDS"
     assert set(claims.evaluate("cpu", claims=ledger, folder=tmp_path / "absent").status) == {"NOT RUN"}
+
+
+def test_figure_4_is_judged_on_its_own_per_batch_statistic(tmp_path):
+    # results/<profile>/prediction_deviation.csv as notebook 05 writes it: one row per test batch
+    rows = ["accuracy,ce_u_pbar,d,n,ir"]
+    for ir, (acc, ce, d) in {1: (70, 2.31, 7.3), 20: (40, 2.36, 6.2), 50: (30, 2.355, 5.7), 5000: (17, 2.31, 5.4)}.items():
+        rows += [f"{acc + k % 3},{ce + 0.001 * (k % 5)},{d + 0.01 * (k % 4)},200,{ir}" for k in range(20)]
+    (tmp_path / "prediction_deviation.csv").write_text("\n".join(rows) + "\n")
+    ledger = [c for c in claims.load_claims() if c["checks"][0]["quantity"].startswith("batch_")]
+    table = claims.evaluate("cpu", claims=ledger, folder=tmp_path).set_index("check")
+    assert table.loc["batch ce_u_pbar mean 1->20"].ours == pytest.approx(0.05) and table.loc["batch ce_u_pbar mean 1->20"].status == "HOLDS"
+    assert table.loc["batch ce_u_pbar mean 20->5000"].status == "HOLDS"
+    # D(u, p_bar) the same at IR 1 and 5000 (up to the batches' spread): a batch cannot tell them apart
+    same = table.loc["batch ce_u_pbar separability 1 vs 5000"]
+    assert 0.5 <= same.ours < 0.75 and same.status in ("HOLDS", "WITHIN NOISE")
+    assert table.loc["batch d separability 1 vs 5000"].ours == 1.0
+    auc = claims.batch_statistic(pd.read_csv(tmp_path / "prediction_deviation.csv"), quantity="batch_separability",
+                                 column="d", start=1, end=20)
+    assert auc.value == 1.0 and auc.se == 0.0

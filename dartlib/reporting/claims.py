@@ -36,6 +36,12 @@ table of parameters, FLOPs and wall clock): ``column`` of (method, refiner) over
 clock is one measurement whose noise the table does not keep, so its reading states a margin wide
 enough for a shared machine's jitter.
 
+A batch check reads Figure 4's statistic itself, per test batch (``prediction_deviation.csv``,
+notebook 05): ``batch_mean_change``, the mean of ``column`` over the batches at ``shift_param``
+minus its mean at ``from`` (SE: Welch's, batches as independent draws); ``batch_separability``,
+how well ``column`` of a single batch tells a ``from`` batch from a ``shift_param`` batch, max(AUC,
+1 - AUC) (0.5: not at all, 1: always; SE: Hanley and McNeil's).
+
 The paper is cited by section and table in ``claims.yaml``; :func:`claims_page` renders
 ``docs/claims.md`` (and the book's claims page) from the ledger and the results.
 """
@@ -61,7 +67,10 @@ from dartlib.reporting.tables import parse_params
 
 CLAIMS_FILE = PAPER_DIR / "claims.yaml"
 CLAIMS_PAGE = REPO_ROOT / "docs" / "claims.md"
-QUANTITIES = ("accuracy", "gain", "drop", "cost")
+QUANTITIES = ("accuracy", "gain", "drop", "cost", "batch_mean_change", "batch_separability")
+# the per-batch statistics a batch check reads (results/<profile>/prediction_deviation.csv, notebook 05:
+# one row per test batch of CIFAR-10C-imb, its IR in ``ir``)
+BATCH_COLUMNS = ("ce_u_pbar", "d", "accuracy")
 # a cost check's column of the cost table (results/<profile>/costs.csv, notebook 10) and the paper's
 # (data/paper/app_cost.csv) it stands for
 COST_COLUMNS = {"gmac_executed_per_image": "flops_g", "wall_clock_s": "wall_clock_s", "params_m": "params_m"}
@@ -99,6 +108,9 @@ def load_claims(*, path: Path = CLAIMS_FILE) -> list[dict]:
                 raise ValueError(f"{claim['id']}: unknown quantity {check['quantity']!r}; valid: {', '.join(QUANTITIES)}")
             if not _CONDITION.match(str(check["reduced"])):
                 raise ValueError(f"{claim['id']}: cannot read condition {check['reduced']!r}")
+            if check["quantity"].startswith("batch_") and check.get("column") not in BATCH_COLUMNS:
+                raise ValueError(f"{claim['id']}: a batch check names a column of {', '.join(BATCH_COLUMNS)}, not "
+                                 f"{check.get('column')!r}")
             if check["quantity"] == "cost" and check.get("column") not in COST_COLUMNS:
                 raise ValueError(f"{claim['id']}: a cost check names a column of {', '.join(COST_COLUMNS)}, not "
                                  f"{check.get('column')!r}")
@@ -208,7 +220,9 @@ class CheckResult:
     margin: float  # standard errors from the bound, positive on the asserted side
     status: str  # one of VERDICTS
     condition: str
-    se_kind: str = ""  # the margin's SE: "images" (clustered, paired) or "bound" (rows without outcomes)
+    # the margin's SE: "images" (clustered, paired), "bound" (rows without outcomes), "exact" (a count) or
+    # "batches" (over a figure's test batches)
+    se_kind: str = ""
     # "paper g_phi" for a check on the rows at the paper's g_phi (results file paper_config), "" for the profile's
     configuration: str = ""
 
@@ -292,6 +306,9 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
             if check["quantity"] == "cost":
                 rows.append(_cost_check(claim, check, folder=folder, profile=profile).__dict__)
                 continue
+            if check["quantity"].startswith("batch_"):
+                rows.append(_batch_check(claim, check, folder=folder).__dict__)
+                continue
             spec = {**{k: claim.get(k) for k in ("table", "experiment", "dataset", "shift")}, **check}
             spec["dataset_override"] = "dataset" in check and check["dataset"] != claim["dataset"]
             if spec["table"] not in tables:
@@ -357,6 +374,43 @@ def _cost_check(claim: dict, check: dict, *, folder: Path, profile: str) -> Chec
                        _condition_text(condition, bound=bound), "exact" if status != "NOT RUN" else "")
 
 
+def batch_statistic(frame: pd.DataFrame, *, quantity: str, column: str, start: float, end: float) -> Estimate:
+    """A batch check's quantity (module docstring) on per-batch rows ``frame`` (columns ``ir`` and
+    ``column``), between the batches at IR ``start`` and those at IR ``end``."""
+    import numpy as np
+
+    a = frame.loc[frame["ir"].astype(float) == float(start), column].astype(float).to_numpy()
+    b = frame.loc[frame["ir"].astype(float) == float(end), column].astype(float).to_numpy()
+    if len(a) < 2 or len(b) < 2:
+        return NAN
+    if quantity == "batch_mean_change":
+        return Estimate(float(b.mean() - a.mean()), math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)), "batches")
+    auc = float(((b[:, None] > a[None, :]).mean() + 0.5 * (b[:, None] == a[None, :]).mean()))
+    auc = max(auc, 1.0 - auc)
+    q1, q2 = auc / (2 - auc), 2 * auc**2 / (1 + auc)  # Hanley and McNeil (1982)
+    var = (auc * (1 - auc) + (len(b) - 1) * (q1 - auc**2) + (len(a) - 1) * (q2 - auc**2)) / (len(a) * len(b))
+    return Estimate(auc, math.sqrt(max(var, 0.0)), "batches")
+
+
+def _batch_check(claim: dict, check: dict, *, folder: Path) -> CheckResult:
+    """A batch check (module docstring) on ``<experiment>.csv`` of ``folder``; the paper prints no
+    number for Figure 4, so every profile judges the condition."""
+    column, start, end = check["column"], check["from"], check["shift_param"]
+    kind = "mean" if check["quantity"] == "batch_mean_change" else "separability"
+    what = f"batch {column} {kind} {start:g}->{end:g}" if kind == "mean" else f"batch {column} {kind} {start:g} vs {end:g}"
+    path = folder / f"{claim['experiment'][0]}.csv"
+    ours = (batch_statistic(pd.read_csv(path), quantity=check["quantity"], column=column, start=start, end=end)
+            if path.is_file() else NAN)
+    condition = str(check["reduced"])
+    match = _CONDITION.match(condition)
+    if match["number"] is None:
+        raise ValueError(f"{claim['id']}: a batch check's bound is a number, not {condition!r}")
+    op = match["op"] or f"within {match['tol']}"
+    margin, status = judge(ours=ours, bound=Estimate(float(match["number"]), 0.0), op=op)
+    return CheckResult(claim["id"], what, math.nan, ours.value, ours.se, float(match["number"]), margin, status,
+                       condition, "batches" if status != "NOT RUN" else "")
+
+
 def claim_verdicts(*, table: pd.DataFrame, claims: list[dict] | None = None) -> dict[str, str]:
     """One verdict per claim from its checks: FAILS if any check fails, else WITHIN NOISE if any is
     within noise, else HOLDS if any holds, else NOT RUN; a claim whose sentence says "in most
@@ -404,7 +458,7 @@ def _ours(r, *, signed: bool) -> str:
 
 def _margin(r) -> str:
     if math.isinf(r.margin):
-        return "exact"
+        return "exact" if getattr(r, "se_kind", "") == "exact" else f"{'+' if r.margin > 0 else '-'}∞ SE (SE 0)"
     return "" if math.isnan(r.margin) else f"{r.margin:+.2f} SE"
 
 
@@ -418,7 +472,7 @@ def render(table: pd.DataFrame, *, profile: str) -> str:
     for claim_id, group in table.groupby("claim", sort=False):
         lines.append(f"{claim_id}: {verdicts[claim_id]}")
         for r in group.itertuples():
-            signed = not r.check.startswith(("accuracy", "cost"))
+            signed = not r.check.startswith(("accuracy", "cost")) and "separability" not in r.check
             lines.append(f"  {r.status:<12} {r.check:<{width}} ours {_ours(r, signed=signed):>15}  paper "
                          f"{_number(r.paper, signed=signed):>6}  ({r.condition}; {_margin(r) or 'no margin'})")
     lines.append(count_line(table=table))
@@ -458,7 +512,7 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
                   "|---|---|---|" + "---|" * len(tables)]
         first = next(iter(tables.values()))
         for i, r in enumerate(first[first.claim == claim["id"]].itertuples()):
-            signed = not r.check.startswith(("accuracy", "cost"))
+            signed = not r.check.startswith(("accuracy", "cost")) and "separability" not in r.check
             cells = []
             for t in tables.values():
                 o = t[t.claim == claim["id"]].iloc[i]
@@ -514,6 +568,7 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
         "sensitivity_batch": f"test batches: {main}, {n('sensitivity_corruptions')} corruptions",
         "intermediate_training": f"{main}",
         "costs": f"test-time costs on {params.get('cost_corruption')}, one device (notebook 10)",
+        "prediction_deviation": "BNAdapt's test batches of CIFAR-10C-imb, gaussian_noise (notebook 05)",
         "diagnosis": "notebook 15's refiners, each named by its variant (docs/results.md)",
         "paper_config": f"checks on +alpha0.1-epochs50 rows: {_PAPER_CONFIG}, g_phi seed 0, "
                         f"{n('table1_corruptions')} corruptions (notebook 06)",

@@ -9,6 +9,8 @@ briefly with Adam: the kind of model a user brings.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import torch
@@ -101,4 +103,17 @@ def gain_table(rows: pd.DataFrame) -> pd.DataFrame:
     table = rows.pivot_table(index="method", columns="rho", values="accuracy", aggfunc="mean")
     table.loc["DART - BNAdapt"] = table.loc["BNAdapt+DART"] - table.loc["BNAdapt"]
     table.columns = [f"rho={rho:g}" for rho in table.columns]
+    return table
+
+
+def save_results(rows: pd.DataFrame, *, clean_accuracy: float, clean_images: int, path: Path) -> pd.DataFrame:
+    """Notebook 16's numbers as a results file (``results/<profile>/own_model.csv``): the clean
+    accuracy (NoAdapt, corruption ``clean``) and :func:`before_after`'s rows, each with its image
+    count ``n``, so that the reference check (:mod:`dartlib.reporting.reference`) compares them with
+    their stored copy within its stated tolerance."""
+    clean = pd.DataFrame([{"corruption": "clean", "rho": 1.0, "method": "NoAdapt", "accuracy": clean_accuracy,
+                           "images": clean_images}])
+    table = pd.concat([clean, rows], ignore_index=True).rename(columns={"images": "n"})
+    table = table[["corruption", "rho", "method", "n", "accuracy"]]
+    table.to_csv(path, index=False, float_format="%.4f")
     return table

@@ -30,6 +30,7 @@ def test_the_grid_runs_bnadapt_on_each_seeds_streams_first_and_every_method_on_s
     assert counts[("bnadapt", "alpha0.1-epochs50", 0)] == counts[("bnadapt", "dart", 0)] == 8
     assert counts[("bnadapt", "alpha0.1-epochs50-seed1", 1)] == counts[("bnadapt", "none", 2)] == 8
     assert counts[("noadapt", "none", 1)] == 4 and ("bnadapt", "dart", 1) not in counts
+    assert counts[("noadapt", "none", 0)] == 8  # seed 0: Table 1's LT streams too
     for method in ("tent", "pl", "note", "delta", "ods", "lame", "sar"):
         assert counts[(method, "alpha0.1-epochs50", 0)] == counts[(method, "dart", 0)] == 4
     first_other = next(i for i, c in enumerate(cells) if c.method not in ("bnadapt", "noadapt"))

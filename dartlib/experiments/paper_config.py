@@ -56,6 +56,8 @@ def paper_config_cells(settings: Settings, *, names: list[str] | None = None) ->
         seed = variant_seed(settings=settings, name=name)
         # seed 0: the profile's own refiner ("dart") beside, on the same streams
         refiners = ["none", "dart", name] if name == PAPER_VARIANTS[0] else ["none", name]
+        if name == PAPER_VARIANTS[0]:
+            cells += grid(**_lt(settings, seed), method=["noadapt"], refiner=["none"])  # Table 1's, borrowed
         cells += grid(**_lt(settings, seed), method=["bnadapt"], refiner=refiners)
         cells += grid(**_imb(settings, seed), method=["noadapt"], refiner=["none"])
         cells += grid(**_imb(settings, seed), method=["bnadapt"], refiner=refiners)

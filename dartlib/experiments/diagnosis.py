@@ -174,8 +174,9 @@ def prepare_diagnosis_context(*, settings: Settings, device: str | None = None, 
     return context, meta
 
 
-# Results files whose rows of the same cells (the baselines), with the same input digests, are borrowed.
-SHARED_RESULTS = ("table1.csv", "online_imbalance.csv")
+# Results files whose rows of the same cells, with the same input digests, are borrowed: the baselines, and the
+# paper-configuration seeds' rows that the paper_config grid computes first.
+SHARED_RESULTS = ("table1.csv", "online_imbalance.csv", "paper_config.csv")
 
 
 def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress: bool = False):

@@ -39,8 +39,8 @@ def test_a_cost_check_is_a_ratio_of_the_cost_table_judged_exactly(tmp_path):
     table = claims.evaluate("cpu", claims=ledger, folder=tmp_path).set_index("check")
     flops = table.loc["cost gmac_executed_per_image bnadapt+dart over bnadapt+none"]
     assert abs(flops.ours - 1.004) < 1e-9 and flops.status == "HOLDS" and flops.se_kind == "exact"
-    # 12.5 s against 10 s is 25% slower: beyond the stated 10%
-    assert table.loc["cost wall_clock_s bnadapt+dart over bnadapt+none"].status == "FAILS"
+    # a single timing is not judged (it moves from run to run): no wall-clock check
+    assert not table.index.str.contains("wall_clock").any()
     tent = table.loc["cost gmac_executed_per_image tent+dart over tent+none"]
     assert abs(tent.ours - 1.5) < 1e-9 and tent.paper == 2.0 and tent.status == "HOLDS"
     assert set(claims.evaluate("cpu", claims=ledger, folder=tmp_path / "absent").status) == {"NOT RUN"}

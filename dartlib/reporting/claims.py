@@ -33,8 +33,7 @@ needs are absent.
 A ``cost`` check reads the test-time cost table (``costs.csv``, notebook 10; the paper's Appendix
 table of parameters, FLOPs and wall clock): ``column`` of (method, refiner) over the same column of
 ``versus``, a ratio. Operation and parameter counts are exact (SE 0, ``se_kind`` ``exact``); a wall
-clock is one measurement whose noise the table does not keep, so its reading states a margin wide
-enough for a shared machine's jitter.
+clock is one measurement whose noise the table does not keep, so the ledger does not judge one.
 
 A batch check reads Figure 4's statistic itself, per test batch (``prediction_deviation.csv``,
 notebook 05): ``batch_mean_change``, the mean of ``column`` over the batches at ``shift_param``

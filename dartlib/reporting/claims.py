@@ -180,13 +180,13 @@ def quantity_terms(frame: pd.DataFrame, check: dict, *, method: str | None = Non
     return [(1.0, a), (-1.0, b)]
 
 
-def _shared_seeds(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``a`` and ``b`` kept to the seeds both hold: a difference is taken on the same streams (a
+def _shared_seeds(*frames: pd.DataFrame) -> tuple[pd.DataFrame, ...]:
+    """``frames`` kept to the seeds all of them hold: a difference is taken on the same streams (a
     baseline run on three seeds' streams is compared with a refiner of one seed on that seed's)."""
-    if "seed" not in a or "seed" not in b:
-        return a, b
-    seeds = set(a["seed"].astype(str)) & set(b["seed"].astype(str))
-    return a[a["seed"].astype(str).isin(seeds)], b[b["seed"].astype(str).isin(seeds)]
+    if any("seed" not in f for f in frames):
+        return frames
+    seeds = set.intersection(*(set(f["seed"].astype(str)) for f in frames))
+    return tuple(f[f["seed"].astype(str).isin(seeds)] for f in frames)
 
 
 def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None, outcomes: Outcomes | None = None) -> Estimate:
@@ -278,9 +278,9 @@ def _bound(match: re.Match, *, check: dict, paper: float, frame: pd.DataFrame | 
     mine, theirs = quantity_terms(frame, check), quantity_terms(frame, other, method=other_m)
     if not mine or not theirs:
         return NAN, None
-    if all("seed" in rows for _, rows in [*mine, *theirs]):  # both sides on the streams they share
-        seeds = set.intersection(*(set(rows["seed"].astype(str)) for _, rows in [*mine, *theirs]))
-        mine, theirs = ([(w, rows[rows["seed"].astype(str).isin(seeds)]) for w, rows in terms] for terms in (mine, theirs))
+    weights = [w for w, _ in [*mine, *theirs]]  # both sides on the streams they share
+    kept = list(zip(weights, _shared_seeds(*(rows for _, rows in [*mine, *theirs]))))
+    mine, theirs = kept[:len(mine)], kept[len(mine):]
     gap = combination(terms=[*mine, *((-w, rows) for w, rows in theirs)], outcomes=outcomes)
     return combination(terms=theirs, outcomes=outcomes), gap
 

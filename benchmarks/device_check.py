@@ -26,7 +26,8 @@ from dartlib.experiments.grid import Cell
 from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.experiments.engine import TestTimeContext, adapt_predictions, cell_stream
 from dartlib.experiments.table1 import TABLE1_METHODS
-from dartlib.models.training import checkpoint_path, load_checkpoint, train_source
+from dartlib.models.checkpoints import checkpoint_path, load_checkpoint
+from dartlib.models.training import train_source
 from dartlib.tta.note import load_or_finetune_iabn
 
 

@@ -41,7 +41,7 @@ def _sync(device: str) -> None:
 def source_rate(model: torch.nn.Module, images: np.ndarray, labels: np.ndarray, *, device: str, steps: int,
                 resident: bool) -> float:
     """Images per second of :func:`dartlib.models.training.sgd_epoch` (batch 200, rrc-flip: the paper's recipe)."""
-    from dartlib.models.training import RECIPES, sgd_epoch
+    from dartlib.models.training import RECIPES, EpochBatches, sgd_epoch
 
     rec = RECIPES["paper"]
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -52,9 +52,8 @@ def source_rate(model: torch.nn.Module, images: np.ndarray, labels: np.ndarray, 
     def epoch(n_steps: int) -> None:
         gen = torch.Generator(device=gen_device).manual_seed(0)
         order = torch.randperm(len(labels), generator=gen, device=gen_device)
-        sgd_epoch(model.train(), opt, images=x, labels=y, order=order, steps=n_steps, batch_size=rec.batch_size,
-                  augmentation=rec.augmentation, gen=gen, lr_of_step=lambda i: 0.01, device=device, desc="",
-                  progress=False, recipe=rec)
+        batches = EpochBatches(x, y, order, n_steps, rec.batch_size, rec.augmentation, gen)
+        sgd_epoch(model.train(), opt, batches, lr_of_step=lambda i: 0.01, device=device, recipe=rec)
 
     epoch(2)  # warm-up: kernels, allocator
     _sync(device)

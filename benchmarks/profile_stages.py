@@ -102,7 +102,7 @@ def _model(width: int) -> torch.nn.Module:
 
 
 def source_stage(width: int, batch: int, steps: int) -> tuple:
-    from dartlib.models.training import RECIPES, _optimizer, sgd_epoch
+    from dartlib.models.training import RECIPES, EpochBatches, _optimizer, sgd_epoch
 
     rec = dataclasses.replace(RECIPES["paper"], batch_size=batch)
     model = _model(width).train().to(memory_format=torch.channels_last)
@@ -114,9 +114,9 @@ def source_stage(width: int, batch: int, steps: int) -> tuple:
 
     def run() -> None:
         gen = torch.Generator().manual_seed(0)
-        sgd_epoch(model, opt, images=images, labels=labels, order=torch.randperm(len(labels), generator=gen),
-                  steps=steps, batch_size=rec.batch_size, augmentation=rec.augmentation, gen=gen,
-                  lr_of_step=lambda i: 0.01, device="cpu", desc="", progress=False, recipe=rec)
+        batches = EpochBatches(images, labels, torch.randperm(len(labels), generator=gen), steps, rec.batch_size,
+                               rec.augmentation, gen)
+        sgd_epoch(model, opt, batches, lr_of_step=lambda i: 0.01, device="cpu", recipe=rec)
 
     params = sum(1 for _ in model.parameters())
     return run, f"{params} parameter tensors, SGD (per tensor on the CPU, foreach on a GPU)", steps

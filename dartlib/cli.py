@@ -293,12 +293,14 @@ def _cmd_bench_corruptions(args: argparse.Namespace) -> int:
 def _cmd_bench_models(args: argparse.Namespace) -> int:
     import torch
 
+    from dartlib.data.protocols import TEST_BATCH_SIZE
     from dartlib.perf.throughput import model_throughput
     from dartlib.devices import default_device
 
     device = default_device()
-    table = model_throughput(args.archs, batch=args.batch, repeats=args.repeats, device=device)
-    print(f"batch {args.batch}, {args.repeats} timed repeats after one warm-up, torch threads {torch.get_num_threads()}")
+    table = model_throughput(args.archs, **({"batch": args.batch} if args.batch else {}), repeats=args.repeats,
+                             device=device)
+    print(f"batch {args.batch or TEST_BATCH_SIZE}, {args.repeats} timed repeats after one warm-up, torch threads {torch.get_num_threads()}")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.0f}"))
     return 0
 
@@ -309,7 +311,7 @@ def _profile_source(profile: str):
     from dartlib.experiments.settings import dart_config
     from dartlib.devices import default_device
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
-    from dartlib.models.training import checkpoint_path, load_checkpoint
+    from dartlib.models.checkpoints import checkpoint_path, load_checkpoint
 
     p = load_profile(profile)
     device = default_device()
@@ -386,7 +388,8 @@ def _cmd_train_refiners(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
-    from dartlib.models.training import load_checkpoint, train_source
+    from dartlib.models.checkpoints import load_checkpoint
+    from dartlib.models.training import train_source
 
     p = load_profile(args.profile) if args.profile else {}
     dataset = args.dataset or p.get("source_dataset")
@@ -395,7 +398,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if not (dataset and arch and recipe):
         raise SystemExit("give --profile, or all of --dataset, --arch and --recipe")
     seed = args.seed if args.seed is not None else p.get("seed", 0)
-    from dartlib.models.training import checkpoint_path
+    from dartlib.models.checkpoints import checkpoint_path
 
     target = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, directory=args.directory).parent
     _writable((target, "train into another folder with --directory DIR" if args.directory else DATA_ROOT_CHANGE),
@@ -577,7 +580,8 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     from dartlib.data.corruptions import HOLDOUT_CORRUPTIONS
     from dartlib.paths import results_dir
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
-    from dartlib.models.training import load_checkpoint, train_source
+    from dartlib.models.checkpoints import load_checkpoint
+    from dartlib.models.training import train_source
     from dartlib.experiments.validation import validate_alpha
 
     if args.threads:
@@ -655,7 +659,7 @@ def load_model(spec: str, *, weights: str | None = None):
     if not isinstance(model, nn.Module):
         raise SystemExit(f"--model {spec} gives a {type(model).__name__}, not a torch.nn.Module")
     if weights:
-        from dartlib.models.training import load_weights
+        from dartlib.models.checkpoints import load_weights
 
         state = load_weights(Path(weights))
         state = state.get("model", state.get("state_dict", state))
@@ -691,6 +695,7 @@ def _cmd_choose_alpha(args: argparse.Namespace) -> int:
 
     from dartlib.dart.fit import SettingError
     from dartlib.dart.refiner import DartConfig
+    from dartlib.data.protocols import TEST_BATCH_SIZE
     from dartlib.devices import default_device
     from dartlib.experiments.validation import select_alpha
 
@@ -699,16 +704,17 @@ def _cmd_choose_alpha(args: argparse.Namespace) -> int:
     model = load_model(args.model, weights=args.weights)
     images, labels = load_labelled(args.data)
     num_classes = args.num_classes or int(labels.max()) + 1
-    config = DartConfig(alpha=args.keep, epochs=args.epochs, n_dir=args.n_dir, per_class=args.per_class,
-                        batch_size=args.batch_size, seed=args.seed)
+    given = {"alpha": args.keep, "epochs": args.epochs, "n_dir": args.n_dir, "batch_size": args.batch_size}
+    config = DartConfig(**{k: v for k, v in given.items() if v is not None}, per_class=args.per_class, seed=args.seed)
     try:
         choice = select_alpha(model=model, data=(images, labels), num_classes=num_classes,
                               device=args.device or default_device(), config=config, alphas=args.alphas,
-                              heldout_per_class=args.heldout, batch_size=args.test_batch_size, max_loss=args.max_loss,
+                              heldout_per_class=args.heldout, batch_size=args.test_batch_size or TEST_BATCH_SIZE,
+                              max_loss=args.max_loss,
                               progress=not args.quiet)
     except SettingError as err:
         raise SystemExit(f"choose-alpha: {err}") from None
-    print(f"{type(model).__name__} on {len(labels)} labelled images ({num_classes} classes); g_phi of {args.epochs} "
+    print(f"{type(model).__name__} on {len(labels)} labelled images ({num_classes} classes); g_phi of {config.epochs} "
           "epochs per candidate on the images not held out, scored on the held-out ones (no test data)")
     print(choice.table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(choice)
@@ -796,10 +802,7 @@ def _cmd_travel_unpack(args: argparse.Namespace) -> int:
 PROFILE_HELP = "profile name: a file notebooks/profiles/<name>.yaml (python -m dartlib profiles lists them)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m dartlib", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _parser_run(sub) -> None:
     run = sub.add_parser("run", help="execute the numbered notebooks with papermill")
     run.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     run.add_argument("notebooks", nargs="*", help="notebook numbers or names (default: the profile's `notebooks` list, else all)")
@@ -818,11 +821,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also keep each executed notebook in results/<profile>/notebooks/ (the results book's source)")
     run.set_defaults(func=_cmd_run)
 
+
+def _parser_book(sub) -> None:
     book = sub.add_parser("book", help="build a profile's results book (static HTML) from its executed notebooks")
     book.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     book.add_argument("--out", help="output folder (default: build/book/<profile>/)")
     book.set_defaults(func=_cmd_book)
 
+
+def _parser_lab(sub) -> None:
     lab = sub.add_parser("lab", help="JupyterLab on the suite (what `make lab` runs)")
     lab.add_argument("--port", type=positive_int, help="port (default: JupyterLab's, 8888 or the next free one)")
     lab.add_argument("--token", help="the access token (default: a random one, printed); an empty one is refused "
@@ -832,13 +839,19 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.set_defaults(func=_cmd_lab)
 
+
+def _parser_refresh(sub) -> None:
     refresh = sub.add_parser("refresh", help="re-execute committed notebooks in place (smoke values)")
     refresh.add_argument("notebooks", nargs="*", help="notebook numbers or names (default: all)")
     refresh.set_defaults(func=_cmd_refresh)
 
+
+def _parser_profiles(sub) -> None:
     profiles = sub.add_parser("profiles", help="list the profiles and their parameters")
     profiles.set_defaults(func=_cmd_profiles)
 
+
+def _parser_data(sub) -> None:
     data = sub.add_parser("data", help="datasets: status and local generation").add_subparsers(dest="data", required=True)
     data.add_parser("status", help="which datasets are present, where, and how to get the others").set_defaults(
         func=_cmd_data_status
@@ -863,6 +876,8 @@ def build_parser() -> argparse.ArgumentParser:
     pack.add_argument("--preset", type=int, default=6, help="lzma preset (default 6)")
     pack.set_defaults(func=_cmd_data_pack)
 
+
+def _parser_travel(sub) -> None:
     travel = sub.add_parser("travel", help="what goes to a GPU machine (at most 64 MiB) and what comes back "
                                            "(parts of at most 16 MiB)").add_subparsers(dest="travel", required=True)
     tcopy = travel.add_parser("copy", help="the tracked files a GPU run of the notebooks reads, into a new folder")
@@ -888,6 +903,8 @@ def build_parser() -> argparse.ArgumentParser:
     tunpack.add_argument("--out", required=True, type=Path, help="a folder for the image folder and frost photographs")
     tunpack.set_defaults(func=_cmd_travel_unpack)
 
+
+def _parser_bench(sub) -> None:
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
     corr = bench.add_parser("corruptions", help="our corruption generator vs imagecorruptions, images/second")
     corr.add_argument("--dataset", default="cifar10", help="whose test images are corrupted")
@@ -898,7 +915,7 @@ def build_parser() -> argparse.ArgumentParser:
     models = bench.add_parser("models", help="images/second of each backbone: eval, BN-adapt, training step")
     models.add_argument("--archs", nargs="+", type=names_of("architecture"),
                         default=["small-cnn", "resnet26-w16", "resnet26"], help="the backbones timed")
-    models.add_argument("--batch", type=positive_int, default=200, help="images per batch")
+    models.add_argument("--batch", type=positive_int, help="images per batch (default: the paper's test batch)")
     models.add_argument("--repeats", type=positive_int, default=3, help="timed repeats")
     models.set_defaults(func=_cmd_bench_models)
     dartb = bench.add_parser("dart", help="DART's cost: intermediate training vs BN-adapt forward, BNAdapt+DART vs BNAdapt")
@@ -915,10 +932,14 @@ def build_parser() -> argparse.ArgumentParser:
     refb.add_argument("--repeats", type=positive_int, default=2, help="timed repeats")
     refb.set_defaults(func=_cmd_bench_refiners)
 
+
+def _parser_claims(sub) -> None:
     claims = sub.add_parser("claims", help="check the paper's claims (data/paper/claims.yaml) on a profile's results")
     claims.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     claims.set_defaults(func=_cmd_claims)
 
+
+def _parser_grid(sub) -> None:
     grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
     grid_.add_argument("experiment", help="a grid of dartlib.experiments.grids.GRIDS: table1, note_report, "
                                           "online_imbalance, backbone_study, diagnosis (an unknown name lists them)")
@@ -942,6 +963,8 @@ def build_parser() -> argparse.ArgumentParser:
     grid_.add_argument("--workers", type=positive_int, help="ray: how many workers (default: as many as the cluster holds)")
     grid_.set_defaults(func=_cmd_grid)
 
+
+def _parser_validate_alpha(sub) -> None:
     valid = sub.add_parser("validate-alpha", help="choose alpha for a profile's backbone on held-out training data")
     valid.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     valid.add_argument("--alphas", type=float_list, default="0.1,1,10", help="comma-separated candidates (default 0.1,1,10)")
@@ -954,10 +977,11 @@ def build_parser() -> argparse.ArgumentParser:
     valid.add_argument("--threads", type=positive_int, help="torch CPU threads for this process")
     valid.set_defaults(func=_cmd_validate_alpha)
 
+
+def _parser_choose_alpha(sub) -> None:
     choose = sub.add_parser(
-        "choose-alpha", help="choose alpha for your own model on its training data (no test data): the paper's 0.1 "
-                             "unless BNAdapt+DART loses more than --max-loss points on held-out i.i.d. batches",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        "choose-alpha", help="choose alpha for your own model on its training data (no test data): the paper's "
+                             "unless BNAdapt+DART loses more than --max-loss points on held-out i.i.d. batches")
     choose.add_argument("--model", required=True,
                         help="FILE.py:NAME or package.module:NAME (a model, or a function returning one), or a TorchScript "
                              ".pt file (torch.jit.save); it maps float N x C x H x W in [0, 1] "
@@ -968,18 +992,19 @@ def build_parser() -> argparse.ArgumentParser:
                              "N x C x H x W in [0, 1]) and 'labels', or a data set's name (its training split)")
     choose.add_argument("--num-classes", type=positive_int, help="the model's number of outputs (default: largest label + 1)")
     choose.add_argument("--alphas", type=float_list, default="0.1,0.3,1,3,10,30", help="comma-separated candidates")
-    choose.add_argument("--keep", type=non_negative_float, default=0.1,
-                        help="the alpha kept unless it loses too much (the paper's)")
+    choose.add_argument("--keep", type=non_negative_float,
+                        help="the alpha kept unless it loses too much (default: the paper's, DartConfig.alpha)")
     choose.add_argument("--max-loss", type=non_negative_float, default=0.5,
                         help="accuracy points DART may lose to BNAdapt on held-out i.i.d. batches")
     choose.add_argument("--heldout", type=positive_int, help="training images per class held out (default: a fifth of "
                                                              "the smallest class, at most 500)")
-    choose.add_argument("--epochs", type=positive_int, default=50, help="intermediate epochs of each candidate's g_phi "
-                                                                        "(validate with the epochs you will deploy)")
-    choose.add_argument("--n-dir", type=positive_int, default=250, help="Dirichlet chunks over D_int (N_dir)")
+    choose.add_argument("--epochs", type=positive_int, help="intermediate epochs of each candidate's g_phi; validate "
+                                                            "with the epochs you will deploy (default: DartConfig's)")
+    choose.add_argument("--n-dir", type=positive_int, help="Dirichlet chunks over D_int, N_dir (default: DartConfig's)")
     choose.add_argument("--per-class", type=positive_int, help="D_int images per class (default: all that every class has)")
-    choose.add_argument("--batch-size", type=positive_int, default=64, help="intermediate batch size")
-    choose.add_argument("--test-batch-size", type=positive_int, default=200, help="batch size of the held-out streams")
+    choose.add_argument("--batch-size", type=positive_int, help="intermediate batch size (default: DartConfig's)")
+    choose.add_argument("--test-batch-size", type=positive_int, help="batch size of the held-out streams (default: the "
+                                                                     "paper's test batch, protocols.TEST_BATCH_SIZE)")
     choose.add_argument("--seed", type=int, default=0, help="seed of the held-out split, D_int and g_phi")
     choose.add_argument("--device", help="cpu, cuda or cuda:<index> (default: the GPU when torch sees one)")
     choose.add_argument("--out", help="write the held-out table to this CSV file")
@@ -987,6 +1012,8 @@ def build_parser() -> argparse.ArgumentParser:
     choose.add_argument("--quiet", action="store_true", help="no progress bar")
     choose.set_defaults(func=_cmd_choose_alpha)
 
+
+def _parser_train_refiners(sub) -> None:
     tref = sub.add_parser("train-refiners", help="train (or resume) notebook 15's refiners g_phi (e.g. the paper's "
                                                 "configuration, alpha0.1-epochs50): hours of one core, resumable by epoch")
     tref.add_argument("--profile", default=DEFAULT_PROFILE, help="the profile whose source model and settings they use")
@@ -996,6 +1023,8 @@ def build_parser() -> argparse.ArgumentParser:
     tref.add_argument("--threads", type=positive_int, help="torch CPU threads (1 reproduces the committed refiners)")
     tref.set_defaults(func=_cmd_train_refiners)
 
+
+def _parser_train(sub) -> None:
     train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
     train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile (the options below "
                                          "override its values; default: none, then --dataset, --arch and --recipe "
@@ -1014,6 +1043,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "models are, which are reused): retrains and leaves them alone")
     train.set_defaults(func=_cmd_train)
 
+
+def _parser_artefacts(sub) -> None:
     arte = sub.add_parser("artefacts", help="the committed trained models (data/checkpoints/MANIFEST.json)")
     arte.add_argument("action", choices=["verify", "manifest", "compact-logs"],
                       help="verify: every listed file present with its sha256; manifest: rewrite the list; "
@@ -1021,11 +1052,26 @@ def build_parser() -> argparse.ArgumentParser:
     arte.add_argument("files", nargs="*", type=Path, help="compact-logs: the refiner files (data/checkpoints/*.pt)")
     arte.set_defaults(func=_cmd_artefacts)
 
+
+def _parser_reference(sub) -> None:
     ref = sub.add_parser("reference", help="a profile's results against the stored values (tests/golden/<profile>/)")
     ref.add_argument("action", choices=["check", "update"],
                      help="check: compare within the stated tolerances; update: store the current results")
     ref.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     ref.set_defaults(func=_cmd_reference)
+
+
+# One function a command, in the order `python -m dartlib --help` lists them.
+COMMAND_PARSERS = (_parser_run, _parser_book, _parser_lab, _parser_refresh, _parser_profiles, _parser_data,
+                   _parser_travel, _parser_bench, _parser_claims, _parser_grid, _parser_validate_alpha,
+                   _parser_choose_alpha, _parser_train_refiners, _parser_train, _parser_artefacts, _parser_reference)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m dartlib", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in COMMAND_PARSERS:
+        add(sub)
     return parser
 
 

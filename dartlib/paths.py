@@ -57,8 +57,3 @@ def runs_dir(profile: str) -> Path:
     path = output_root(profile) / "runs" / profile
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def paper_source() -> Path:
-    """The paper's LaTeX source, present only beside a developer's checkout."""
-    return SHARED_DIR / "paper" / "dart_paper.tex"

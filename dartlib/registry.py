@@ -26,12 +26,6 @@ class Registry(Mapping[str, T], Generic[T]):
         self.kind = kind
         self._items: dict[str, T] = dict(items or {})
 
-    def register(self, name: str, item: T) -> T:
-        if name in self._items:
-            raise ValueError(f"{self.kind} {name!r} is already registered")
-        self._items[name] = item
-        return item
-
     def __getitem__(self, name: str) -> T:
         try:
             return self._items[name]

@@ -16,7 +16,7 @@ from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib.experiments.grid import read_results
 from dartlib.models.backbones import small_cnn
 from dartlib.registry import UnknownNameError
-from dartlib.models.training import checkpoint_path, save_source
+from dartlib.models.checkpoints import checkpoint_path, save_source
 
 TINY_DART = {"epochs": 1, "n_dir": 4, "hidden": 16, "batch_size": 16}
 

@@ -98,16 +98,16 @@ def _coloured(train: Dataset, noise: float = 60.0) -> Dataset:
 
 def _fitted_small_cnn(train: Dataset) -> torch.nn.Module:
     from dartlib.models.backbones import build
-    from dartlib.models.training import sgd_epoch
+    from dartlib.models.training import EpochBatches, sgd_epoch
 
     torch.manual_seed(0)
     model = build("small-cnn", num_classes=10).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     for epoch in range(3):
         gen = torch.Generator().manual_seed(epoch)
-        sgd_epoch(model, opt, images=train.images, labels=torch.from_numpy(train.labels),
-                  order=torch.randperm(len(train), generator=gen), steps=len(train) // 20, batch_size=20,
-                  augmentation="flip", gen=gen, lr_of_step=lambda i: 0.05, device="cpu", desc="", progress=False)
+        batches = EpochBatches(train.images, torch.from_numpy(train.labels), torch.randperm(len(train), generator=gen),
+                               len(train) // 20, 20, "flip", gen)
+        sgd_epoch(model, opt, batches, lr_of_step=lambda i: 0.05, device="cpu")
     return model.eval()
 
 
@@ -157,7 +157,7 @@ def test_bf16_precision_is_an_input_of_the_cells(tiny_corrupted):
 def test_resident_source_training_runs_on_device_data(tmp_path, monkeypatch):
     """An epoch with the training set resident (uint8, augmented per batch there) learns as the host
     path does (different random views, the same distribution), and the checkpoint says how it ran."""
-    from dartlib.models import training
+    from dartlib.models import checkpoints, training
 
     train, test = _toy_train(20, seed=2), _toy_train(5, seed=3)
     for images, labels in ((train.images, train.labels), (test.images, test.labels)):
@@ -166,7 +166,7 @@ def test_resident_source_training_runs_on_device_data(tmp_path, monkeypatch):
     monkeypatch.setitem(training.RECIPES._items, "tiny", training.Recipe(3, 20, 0.05, 0.9, 0.0, True, 0, "crop-flip"))
     path = training.train_source(dataset="toy", arch="small-cnn", recipe="tiny", device=_resident_device(monkeypatch),
                                  progress=False, directory=tmp_path)
-    _, meta = training.load_checkpoint(path)
+    _, meta = checkpoints.load_checkpoint(path)
     assert meta["epochs"] == 3 and len(meta["history"]) == 3
     assert meta["precision"] == "fp32" and meta["images_per_second"] > 0  # the CPU's, or DART_PRECISION's on a GPU
     assert meta["clean_test_accuracy"] > 30.0  # well above chance (10%)

@@ -24,7 +24,7 @@ from dartlib.data.files import DamagedFileError, atomic_path, temporary_name
 from dartlib.data.sources import load
 from dartlib.experiments.grid import grid, read_results, run_grid
 from dartlib.models.backbones import build
-from dartlib.models.training import check_training_data, load_checkpoint, load_weights, save_source
+from dartlib.models.checkpoints import check_training_data, load_checkpoint, load_weights, save_source
 from dartlib.paths import REPO_ROOT
 
 # the smoke results as committed (results/smoke/ exists only after `make reproduce`)
@@ -423,7 +423,7 @@ def test_cli_reports_a_damaged_results_file_in_one_line(results, monkeypatch, ca
 
 
 def test_tqdm_disable_silences_grid_and_training_bars(tmp_path, monkeypatch, capsys):
-    from dartlib.models.training import sgd_epoch
+    from dartlib.models.training import EpochBatches, sgd_epoch
 
     monkeypatch.setenv("TQDM_DISABLE", "1")
     cells = grid(dataset=["d"], shift=["lt"], corruption=["fog"], severity=[5], method=["m"], shift_param=[1.0])
@@ -431,9 +431,9 @@ def test_tqdm_disable_silences_grid_and_training_bars(tmp_path, monkeypatch, cap
     model = build("small-cnn", num_classes=2)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     images = np.zeros((8, 32, 32, 3), np.uint8)
-    sgd_epoch(model, opt, images=images, labels=torch.zeros(8, dtype=torch.long), order=torch.arange(8), steps=2,
-              batch_size=4, augmentation="flip", gen=torch.Generator().manual_seed(0), lr_of_step=lambda i: 0.01,
-              device="cpu", desc="train", progress=True)
+    batches = EpochBatches(images, torch.zeros(8, dtype=torch.long), torch.arange(8), 2, 4, "flip",
+                           torch.Generator().manual_seed(0))
+    sgd_epoch(model, opt, batches, lr_of_step=lambda i: 0.01, device="cpu", desc="train", progress=True)
     assert capsys.readouterr().err == ""
 
 

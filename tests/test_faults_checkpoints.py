@@ -15,7 +15,7 @@ from dartlib import cli
 from dartlib.data.files import DamagedFileError
 from dartlib.models import artefacts
 from dartlib.models.backbones import build
-from dartlib.models.training import CheckpointMismatchError, load_checkpoint, save_source
+from dartlib.models.checkpoints import CheckpointMismatchError, load_checkpoint, save_source
 from dartlib.paths import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "data" / "checkpoints"

@@ -216,12 +216,13 @@ def test_train_refuses_an_unwritable_directory_before_training(repo, refuse, mon
 def test_train_on_a_disk_that_fills_up_names_the_checkpoint_and_leaves_no_file(repo, monkeypatch, capsys):
     import torch
 
+    import dartlib.models.checkpoints as checkpoints
     import dartlib.models.training as training
 
     target = repo / "ckpt" / "model.pt"
 
     def train_then_save(**kw):
-        training.save_weights({"w": torch.zeros(3)}, path=target)
+        checkpoints.save_weights({"w": torch.zeros(3)}, path=target)
         return target
 
     def full(obj, path, *a, **k):

@@ -92,7 +92,7 @@ def test_lab_without_a_token_only_with_the_loud_flag(monkeypatch, capsys):
 
 
 def test_no_checkpoint_is_loaded_with_weights_only_false():
-    """torch.load(..., weights_only=False) runs code a shared file carries; dartlib.models.training.load_weights
+    """torch.load(..., weights_only=False) runs code a shared file carries; dartlib.models.checkpoints.load_weights
     is the one reader."""
     offenders = []
     for path in sorted((REPO_ROOT / "dartlib").rglob("*.py")):

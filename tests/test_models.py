@@ -92,7 +92,7 @@ def test_training_is_deterministic_and_resumable(tmp_path, monkeypatch):
 
     import numpy as np
 
-    from dartlib.models import training
+    from dartlib.models import checkpoints, training
 
     rng = np.random.default_rng(0)
     folder = tmp_path / "fm"
@@ -113,7 +113,7 @@ def test_training_is_deterministic_and_resumable(tmp_path, monkeypatch):
             partial = training.train_source(max_epochs=split_epochs, **kwargs)
             assert partial.name.endswith(".partial.pt")
         path = training.train_source(**kwargs)
-        model, meta = training.load_checkpoint(path)
+        model, meta = checkpoints.load_checkpoint(path)
         assert meta["epochs"] == 2 and len(meta["history"]) == 2 and meta["dataset"] == "fmnist"
         assert len(meta["dataset_digest"]) == 64 and 0 <= meta["clean_test_accuracy"] <= 100
         states.append(model.state_dict())

@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dartlib import paths, runner
-from dartlib.models.training import RECIPES, clip_gradients, sgd_epoch, source_loss
+from dartlib.models.training import RECIPES, EpochBatches, clip_gradients, sgd_epoch, source_loss
 from dartlib.profiles import ProfileError
 from dartlib.schema import checked_profile
 from test_runner import _notebook  # the runner tests' one-notebook builder
@@ -70,9 +70,8 @@ def test_an_epoch_of_the_reference_variant_runs_and_clips():
     torch.nn.utils.clip_grad_norm_ = spy
     try:
         loss_sum, correct, seen = sgd_epoch(
-            model, opt, images=images, labels=labels, order=torch.arange(40), steps=2, batch_size=20,
-            augmentation="rrc-flip", gen=torch.Generator().manual_seed(0), lr_of_step=lambda i: 0.1, device="cpu",
-            desc="test", progress=False, recipe=RECIPES["paper-poly"])
+            model, opt, EpochBatches(images, labels, torch.arange(40), 2, 20, "rrc-flip", torch.Generator().manual_seed(0)),
+            lr_of_step=lambda i: 0.1, device="cpu", desc="test", recipe=RECIPES["paper-poly"])
     finally:
         torch.nn.utils.clip_grad_norm_ = original
     assert seen == 40 and math.isfinite(loss_sum) and len(seen_norms) == 2

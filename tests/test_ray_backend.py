@@ -16,7 +16,7 @@ def _smoke_grid():
     from dartlib.experiments.distributed import ContextFactory
     from dartlib.experiments.engine import prepare_context
     from dartlib.experiments.table1 import profile_cells
-    from dartlib.models.training import checkpoint_path
+    from dartlib.models.checkpoints import checkpoint_path
     from dartlib.paths import NOTEBOOKS_DIR
     from dartlib.profiles import load_profile
     from dartlib.runner import notebook_parameters

@@ -7,7 +7,7 @@ import torch
 
 from dartlib.dart.intermediate import compact_log, compact_refiner_file
 from dartlib.models.artefacts import sha256_of
-from dartlib.models.training import load_weights, save_weights
+from dartlib.models.checkpoints import load_weights, save_weights
 
 
 def test_compacting_keeps_the_module_and_every_50th_step(tmp_path):

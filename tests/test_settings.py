@@ -8,7 +8,7 @@ from dartlib.dart.intermediate import refiner_path
 from dartlib.dart.refiner import DartConfig
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.models.artefacts import COMMITTED_DIR
-from dartlib.models.training import checkpoint_path
+from dartlib.models.checkpoints import checkpoint_path
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])

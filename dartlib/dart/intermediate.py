@@ -41,7 +41,8 @@ from dartlib.devices import autocast, default_device, resident
 from dartlib.models.backbones import GroupedBNAdapted, frozen_bn_adapted
 from dartlib.data.augmentation import images_to_float, to_tensor
 from dartlib.models.artefacts import weights_digest
-from dartlib.models.training import cosine_lr, load_weights, save_weights
+from dartlib.models.checkpoints import load_weights, save_weights
+from dartlib.models.training import cosine_lr
 
 
 def _unif_lt_batches(labels: np.ndarray, *, batch_size: int, n_batches: int, rng: np.random.Generator) -> list[np.ndarray]:

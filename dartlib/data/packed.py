@@ -83,12 +83,6 @@ def pack_image_folder(root: Path | str, out: Path | str, *, preset: int = 6, fro
     return index
 
 
-def folder_payload(root: Path | str) -> tuple[dict, memoryview]:
-    """(index, payload) of an image folder read into memory, as :func:`read_packed` gives them."""
-    index, blobs = collect_image_folder(root)
-    return index, memoryview(b"".join(blobs))
-
-
 def _installed_frost_folder() -> Path | None:
     spec = importlib.util.find_spec("imagecorruptions")
     if spec is None or not spec.submodule_search_locations:

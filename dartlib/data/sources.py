@@ -375,7 +375,6 @@ def load_cifar100(*, split: str = "test") -> Dataset:
 # --------------------------------------------------------------------------- CIFAR-C layout
 
 MANIFEST = "manifest.json"
-ROWS_PER_SEVERITY = {"cifar10c": 10000, "cifar100c": 10000}
 
 
 def corrupted_dir(name: str) -> Path:

@@ -5,7 +5,3 @@ ablations (``ablations``), alpha validation (``validation``), the backbone study
 (``backbone_study``), and the notebooks' studies. The same code runs on a GPU
 (:mod:`dartlib.devices`). Imports ``tta``, ``dart``, ``models``, ``data`` and the base."""
 
-
-def __getattr__(name: str):
-    raise AttributeError(f"module 'dartlib.experiments' has no attribute {name!r}; the former "
-                         "dartlib.experiments module is dartlib.experiments.grid (Cell, grid, run_grid, read_results)")

@@ -121,7 +121,7 @@ def missing_data(name: str, *, seed: int = 0) -> list[str]:
     """What benchmark ``name`` needs and this machine lacks: one line per item, with where the
     suite looks and how to obtain it (empty when everything is present). The ImageNet weights
     count only while a source checkpoint (of seed ``seed``) that would be built from them is absent."""
-    from dartlib.models.training import checkpoint_path
+    from dartlib.models.checkpoints import checkpoint_path
 
     bench = BENCHMARKS[name]
     needed = [bench.test_dataset] + ([bench.source_dataset] if bench.source_dataset != bench.test_dataset else [])
@@ -172,7 +172,8 @@ def source_checkpoint(bench: Benchmark, *, domain: str | None = None, seed: int 
                       recipe: str | None = None, image_size: int | None = None, device: str | None = None,
                       progress: bool = True) -> Path:
     """The source model of a benchmark (of one source ``domain``), trained or imported once."""
-    from dartlib.models.training import checkpoint_path, save_source, train_source
+    from dartlib.models.checkpoints import checkpoint_path, save_source
+    from dartlib.models.training import train_source
 
     arch, recipe = arch or bench.arch, recipe or bench.recipe
     if bench.source == "train":
@@ -215,7 +216,7 @@ def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str 
     g_phi and/or DART-split's pair (temperature set as the paper does), NOTE's IABN copy, all on
     ``device`` (None: the machine's, :func:`dartlib.devices.default_device`)."""
     from dartlib.dart.intermediate import load_or_train_refiner, logit_statistics
-    from dartlib.models.training import load_checkpoint
+    from dartlib.models.checkpoints import load_checkpoint
     from dartlib.tta.note import load_or_finetune_iabn
 
     bench = BENCHMARKS[name]

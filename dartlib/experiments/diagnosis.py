@@ -256,7 +256,7 @@ def refiner_provenance(*, settings: Settings, names: list[str]):
 
     from dartlib.dart.intermediate import refiner_path
     from dartlib.models.artefacts import sha256_of
-    from dartlib.models.training import load_weights
+    from dartlib.models.checkpoints import load_weights
 
     rows = []
     for name in names:

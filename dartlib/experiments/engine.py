@@ -107,7 +107,7 @@ class SharedSourceLogits:
         """Write the memo (CPU tensors) to :meth:`store_path`, atomically, merged under a lock with
         the entries other processes saved there meanwhile, with :meth:`made_by` and the digest of
         its contents; returns the path."""
-        from dartlib.models.training import save_weights
+        from dartlib.models.checkpoints import save_weights
 
         path = self.store_path(directory)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ class SharedSourceLogits:
         """The entries of ``path`` not yet in memory, after checking what made the file and its
         contents' digest (the caller holds the file's lock); a file that fails is discarded."""
         from dartlib.data.files import DamagedFileError
-        from dartlib.models.training import load_weights
+        from dartlib.models.checkpoints import load_weights
 
         if not path.is_file():
             return 0
@@ -609,7 +609,8 @@ def prepare_context(
     makes it."""
     from dartlib.data.prepare import ensure_corrupted
     from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
-    from dartlib.models.training import check_training_data, load_checkpoint, train_source
+    from dartlib.models.checkpoints import check_training_data, load_checkpoint
+    from dartlib.models.training import train_source
     from dartlib.tta.note import iabn_path, load_or_finetune_iabn
 
     device = device or devices.default_device()

@@ -85,8 +85,8 @@ class Settings:
         return Settings.from_params({**self.values, **values})
 
     def checkpoint(self):
-        """The path of the profile's source checkpoint (:func:`dartlib.models.training.checkpoint_path`)."""
-        from dartlib.models.training import checkpoint_path
+        """The path of the profile's source checkpoint (:func:`dartlib.models.checkpoints.checkpoint_path`)."""
+        from dartlib.models.checkpoints import checkpoint_path
 
         return checkpoint_path(dataset=self["source_dataset"], arch=self["source_arch"],
                                recipe=self["source_recipe"], seed=self["seed"])

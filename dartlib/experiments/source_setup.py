@@ -14,7 +14,8 @@ from dartlib.data.prepare import ensure_corrupted
 from dartlib.data.sources import Dataset
 from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import frozen_bn_adapted, use_source_statistics
-from dartlib.models.training import load_checkpoint, train_source
+from dartlib.models.checkpoints import load_checkpoint
+from dartlib.models.training import train_source
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,8 @@ def retrain_and_compare(*, dataset: str, arch: str, recipe: str, seed: int, comm
     import tempfile
 
     from dartlib.data.sources import load
-    from dartlib.models.training import load_checkpoint, train_source
+    from dartlib.models.checkpoints import load_checkpoint
+    from dartlib.models.training import train_source
 
     with tempfile.TemporaryDirectory(prefix="dart-retrain-") as scratch:
         fresh = train_source(dataset=dataset, arch=arch, recipe=recipe, seed=seed, progress=False,

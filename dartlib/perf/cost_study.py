@@ -17,7 +17,7 @@ from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.experiments.source_setup import SourceSetup, prepare_source
-from dartlib.models.training import load_weights
+from dartlib.models.checkpoints import load_weights
 from dartlib.paths import results_dir
 from dartlib.perf.costs import cost_table
 

@@ -23,7 +23,7 @@ def _rate(fn: Callable[[], None], *, batch: int, repeats: int) -> float:
 
 
 def model_throughput(
-    archs: Sequence[str] = ("small-cnn", "resnet26-w16", "resnet26"), *, batch: int = 200, repeats: int = 3,
+    archs: Sequence[str] = ("small-cnn", "resnet26-w16", "resnet26"), *, batch: int = TEST_BATCH_SIZE, repeats: int = 3,
     num_classes: int = 10, size: int = 32, device: str = "cpu",
 ) -> pd.DataFrame:
     """Eval-mode forward, BN-adapt forward and one SGD training step per backbone."""

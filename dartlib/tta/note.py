@@ -27,7 +27,7 @@ from torch.nn import functional as F
 from dartlib import __version__
 from dartlib.dart.refiner import Refiner
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
-from dartlib.models.training import load_or_train
+from dartlib.models.checkpoints import load_or_train
 from dartlib.tta.base import Adapter, Refinement
 from dartlib.tta.basic import entropy, make_optimizer
 
@@ -93,7 +93,7 @@ def finetune_iabn(
     ``per_class`` restricts it to a class-balanced subset (reduced profiles)."""
     from dartlib.data.protocols import class_balanced
     from dartlib.data.sources import Dataset
-    from dartlib.models.training import cosine_lr, sgd_epoch
+    from dartlib.models.training import EpochBatches, cosine_lr, sgd_epoch
 
     if per_class:
         keep = np.sort(class_balanced(train.labels, per_class=per_class, seed=seed))
@@ -109,8 +109,8 @@ def finetune_iabn(
         gen = torch.Generator().manual_seed(seed * 1000 + epoch)
         order = torch.randperm(len(labels), generator=gen)
         loss_sum, correct, seen = sgd_epoch(
-            net, opt, images=train.images, labels=labels, order=order, steps=steps, batch_size=batch_size,
-            augmentation=augmentation, gen=gen, device=device, progress=progress,
+            net, opt, EpochBatches(train.images, labels, order, steps, batch_size, augmentation, gen),
+            device=device, progress=progress,
             lr_of_step=lambda i: cosine_lr(base=lr, step=epoch * steps + i, total=total),
             desc=f"IABN fine-tuning epoch {epoch + 1}/{epochs}")
         log.append({"epoch": epoch + 1, "train_loss": loss_sum / max(1, seen), "train_acc": 100 * correct / max(1, seen)})

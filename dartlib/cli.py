@@ -231,9 +231,15 @@ def _cmd_refresh(args: argparse.Namespace) -> int:
     return 1 if any(r.status == "failed" for r in runs) else 0
 
 
-def _cmd_profiles(_: argparse.Namespace) -> int:
+def _cmd_profiles(args: argparse.Namespace) -> int:
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
+    from dartlib.schema import sync_parameters_cells
 
+    if args.sync_notebooks:
+        load_profile("smoke")
+        changed = sync_parameters_cells(write=True)
+        print("\n".join(changed) if changed else "every parameters cell already holds the smoke values")
+        return 0
     for name in profile_names():
         print(f"{name}: {load_profile(name)}")
     return 0
@@ -848,6 +854,9 @@ def _parser_refresh(sub) -> None:
 
 def _parser_profiles(sub) -> None:
     profiles = sub.add_parser("profiles", help="list the profiles and their parameters")
+    profiles.add_argument("--sync-notebooks", action="store_true",
+                          help="write the smoke profile's values (notebooks/profiles/smoke.yaml, where they are stated) "
+                               "into every notebook's parameters cell, and list what changed")
     profiles.set_defaults(func=_cmd_profiles)
 
 

@@ -36,8 +36,13 @@ def profile_path(name: str) -> Path:
 
 
 def load_profile(name: str) -> dict[str, Any]:
-    """The parameters of profile ``name``; its ``profile`` key always equals the name."""
-    path = profile_path(name)
+    """The parameters of profile ``name``; its ``profile`` key always equals the name. A profile
+    that names another in ``extends:`` holds only what differs from it: its values go on top of
+    the other's (which may extend a third, never itself)."""
+    return _load(name, chain=())
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
         params = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
@@ -47,6 +52,20 @@ def load_profile(name: str) -> dict[str, Any]:
         raise ProfileError(f"{path}{where}: not valid YAML ({problem}); fix the file") from None
     if not isinstance(params, dict):
         raise ProfileError(f"{path}: expected `key: value` lines, found {type(params).__name__}")
+    return params
+
+
+def _load(name: str, *, chain: tuple[str, ...]) -> dict[str, Any]:
+    path = profile_path(name)
+    params = _read(path)
     if params.get("profile") != name:
         raise ProfileError(f"{path} must set `profile: {name}`")
-    return params
+    base = params.pop("extends", None)
+    if base is None:
+        return params
+    if not isinstance(base, str) or base not in profile_names():
+        raise ProfileError(f"{path}: `extends: {base}` names no profile; valid: {', '.join(profile_names())}")
+    if base in chain + (name,):
+        raise ProfileError(f"{path}: `extends: {base}` goes round in a circle ({' -> '.join(chain + (name, base))}); "
+                           "fix the file")
+    return {**_load(base, chain=chain + (name,)), **params}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -167,6 +168,50 @@ def notebook_parameters(paths: Iterable[Path] | None = None) -> dict[str, tuple[
                     target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
                     found.setdefault(target.id, (ast.literal_eval(node.value), Path(path).stem))
     return found
+
+
+def python_literal(value: Any) -> str:
+    """``value`` (as a profile's YAML gives it) written as a parameters cell writes it."""
+    if isinstance(value, (bool, int, float)) or value is None:
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(python_literal(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def sync_parameters_cells(*, write: bool, paths: Iterable[Path] | None = None) -> list[str]:
+    """Each notebook's ``parameters`` cell given the smoke profile's values, the one place they are
+    stated (``notebooks/profiles/smoke.yaml``): every assignment whose value differs is rewritten
+    in place, its annotation and comment kept. Returns ``notebook: name old -> new`` for each, and
+    writes the notebooks only when ``write``."""
+    import nbformat
+
+    from dartlib.profiles import load_profile
+
+    smoke = load_profile("smoke")
+    changed = []
+    for path in sorted(paths or NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        edited = False
+        for cell in nb.cells:
+            if "parameters" not in cell.metadata.get("tags", []):
+                continue
+            lines = cell.source.split("\n")
+            for node in ast.parse(cell.source).body:
+                if not isinstance(node, ast.AnnAssign | ast.Assign) or node.value is None:
+                    continue
+                name = (node.target if isinstance(node, ast.AnnAssign) else node.targets[0]).id
+                if name not in smoke or ast.literal_eval(node.value) == smoke[name]:
+                    continue
+                line, value = lines[node.lineno - 1], node.value
+                new = python_literal(smoke[name])
+                lines[node.lineno - 1] = line[:value.col_offset] + new + line[value.end_col_offset:]
+                changed.append(f"{path.stem}: {name} {ast.get_source_segment(cell.source, value)} -> {new}")
+                edited = True
+            cell.source = "\n".join(lines)
+        if edited and write:
+            nbformat.write(nb, path)
+    return changed
 
 
 def _kind_of(value: Any) -> str:

@@ -96,8 +96,33 @@ def test_every_profile_command_checks_the_profile_first(profiles, monkeypatch, c
 
 
 def test_committed_profiles_pass_the_schema():
-    for name in ("smoke", "cpu", "gpu", "paper"):
+    for name in ("smoke", "cpu", "gpu", "paper", "paper-c10"):
         schema.checked_profile(name)
+
+
+def test_a_profile_that_extends_another_holds_only_what_differs():
+    from dartlib.profiles import load_profile
+
+    gpu, c10 = load_profile("gpu"), load_profile("paper-c10")
+    differ = {k for k in set(gpu) | set(c10) if gpu.get(k) != c10.get(k)}
+    assert differ == {"profile", "notebooks", "source_recipe", "note_finetune_epochs"}
+    assert c10["note_finetune_epochs"] == 30 and c10["source_recipe"] == "paper" and "extends" not in c10
+    written = yaml.safe_load((PROFILES_DIR / "paper-c10.yaml").read_text())
+    assert set(written) == {"profile", "extends", "notebooks", "source_recipe", "note_finetune_epochs"}
+
+
+@pytest.mark.parametrize("name, line_from, line_to, expected", [
+    ("paper-c10", "extends:", "extends: gpuu", "paper-c10.yaml: `extends: gpuu` names no profile; valid: smoke, cpu"),
+    ("gpu", "profile:", "profile: gpu\nextends: paper-c10",
+     "gpu.yaml: `extends: paper-c10` goes round in a circle (paper-c10 -> gpu -> paper-c10); fix the file"),
+])
+def test_a_bad_extends_is_one_line_naming_the_file(profiles, name, line_from, line_to, expected):
+    from dartlib.profiles import load_profile
+
+    _edit(profiles, line_from, line_to, name=name)
+    with pytest.raises(ProfileError) as err:
+        load_profile("paper-c10")
+    assert expected in str(err.value) and len(str(err.value).splitlines()) == 1
 
 
 def test_every_number_a_notebook_takes_has_a_stated_range():

@@ -38,7 +38,32 @@ def test_every_notebook_parameters_cell_holds_the_smoke_values():
         assert ast.literal_eval(params.get("profile")) == "smoke", path.name
         for name, default in params.items():
             assert name in smoke, f"{path.name}: parameter {name} missing from smoke.yaml"
-            assert ast.literal_eval(default) == smoke[name], f"{path.name}: {name}={default} != smoke"
+            assert ast.literal_eval(default) == smoke[name], (f"{path.name}: {name}={default} != smoke; write the smoke "
+                                                              "values in: python -m dartlib profiles --sync-notebooks")
+
+
+def test_a_smoke_value_changed_once_reaches_every_parameters_cell(tmp_path, monkeypatch):
+    """A smoke value is written in smoke.yaml alone; `profiles --sync-notebooks` carries it into the cells."""
+    from dartlib import schema
+
+    folder = tmp_path / "profiles"
+    shutil.copytree(PROFILES_DIR, folder)
+    monkeypatch.setattr("dartlib.profiles.PROFILES_DIR", folder)
+    copies = []
+    for name in ("01_toy_gaussian", "06_table1_main"):
+        copies.append(tmp_path / f"{name}.ipynb")
+        shutil.copy(runner.NOTEBOOKS_DIR / f"{name}.ipynb", copies[-1])
+    assert schema.sync_parameters_cells(write=False, paths=copies) == []
+    smoke = (folder / "smoke.yaml").read_text()
+    (folder / "smoke.yaml").write_text(smoke.replace("\nseed: 0", "\nseed: 3").replace(
+        "table1_corruptions: [\"gaussian_noise\"]", "table1_corruptions: [gaussian_noise, fog]"))
+    changed = schema.sync_parameters_cells(write=True, paths=copies)
+    assert "06_table1_main: table1_corruptions [\"gaussian_noise\"] -> [\"gaussian_noise\", \"fog\"]" in changed
+    assert sum(line.endswith("seed 0 -> 3") for line in changed) == 2
+    cell = next(c for c in nbformat.read(copies[1], as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+    assert 'table1_corruptions: list = ["gaussian_noise", "fog"]  # corruptions of the Table 1 block' in cell.source
+    assert "seed: int = 3  # seed of" in cell.source
+    assert schema.sync_parameters_cells(write=False, paths=copies) == []
 
 
 def test_papermill_sees_every_name_of_every_parameters_cell():

@@ -475,10 +475,10 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     from dartlib.experiments.grids import GRIDS
     from dartlib.registry import UnknownNameError
-    from dartlib.experiments.grid import grid_status, parse_shard, run_grid, shard
+    from dartlib.experiments.grid import grid_status, parse_shard, shard
     from dartlib.paths import results_dir
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
-    from dartlib.experiments.engine import evaluate_cell
+    from dartlib.experiments.engine import evaluate_cell, run_cells
     from dartlib.experiments.settings import Settings
 
     if args.shard:
@@ -536,8 +536,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
               f"{table.missing.sum()} missing")
         return 0
     reuse = [results_dir(args.profile) / name for name in spec.shared_results]
-    run_grid(cells, lambda cell: evaluate_cell(cell, context, progress=True), path=path, experiment=args.experiment,
-             inputs=context.inputs, reuse=reuse)
+    run_cells(cells, context, path=path, experiment=args.experiment, cell_progress=True, reuse=reuse)
     context.save_shared_source()  # a context with a logits store keeps its forwards for the next run
     return 0
 

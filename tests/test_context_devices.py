@@ -91,7 +91,7 @@ def test_notebook_09_memo_contexts_derive_from_the_table1_context(sentinel, tiny
     memo_cells = [c for c in seen["cells"] if c.method == "memo"]
     assert memo_cells and all(seen["context_of"](c).device == sentinel for c in seen["cells"])
     for cell in memo_cells:
-        mode = {"stored": "source", "adapted": "batch"}[engine.cell_options(cell)["bn"]]
+        mode = {"stored": "source", "adapted": "batch"}[cell.options["bn"]]
         former = _former(source, refiner, batch_size=s["test_batch_size"],
                          options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
         assert seen["context_of"](cell).inputs(cell) == former.inputs(cell)
@@ -150,7 +150,10 @@ def test_notebook_08_contexts_streams_and_refiners_are_on_the_machines_device(se
         monkeypatch.setattr(sensitivity_study, name, fake)
     monkeypatch.setattr(sensitivity_study, "results_dir", lambda profile: tmp_path)
     grids = []
-    monkeypatch.setattr(sensitivity_study, "run_grid", lambda cells, run, **kw: grids.append((cells, kw["inputs"]))
+    def inputs_of(context):
+        return context.inputs if isinstance(context, TestTimeContext) else lambda c: context(c).inputs(c)
+
+    monkeypatch.setattr(sensitivity_study, "run_cells", lambda cells, context, **kw: grids.append((cells, inputs_of(context)))
                         or pd.DataFrame({"refiner": [c.refiner for c in cells], "params": [c.params for c in cells],
                                          "experiment": "", "corruption": "", "shift": "", "shift_param": 0.0,
                                          "method": [c.method for c in cells]}))
@@ -165,7 +168,7 @@ def test_notebook_08_contexts_streams_and_refiners_are_on_the_machines_device(se
     (alpha_cells, alpha_inputs), (batch_cells, batch_inputs) = grids
     batch = s["test_batch_size"]
     for cell in alpha_cells:
-        alpha = engine.cell_options(cell).get("alpha")
+        alpha = cell.options.get("alpha")
         former = _former(source, None if alpha is None else study.refiners[f"alpha={alpha}"], batch_size=batch)
         assert alpha_inputs(cell) == former.inputs(cell)
     for cell in batch_cells:

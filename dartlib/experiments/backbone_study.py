@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dartlib.experiments.engine import paired
-from dartlib.experiments.grid import Cell, grid
+from dartlib.experiments.engine import paired, run_cells
+from dartlib.experiments.grid import Cell, grid, parse_params
 from dartlib.experiments.settings import Settings
 
 EXPERIMENT = "backbone_study"
@@ -57,9 +57,9 @@ def all_study_cells(*, corruptions, dataset: str = "cifar10c", subset: int = 100
 
 def cell_arch(cell_params: str) -> str:
     """The backbone named by ``arch=`` in a cell's params."""
-    for item in str(cell_params).replace(";", ",").split(","):
-        if item.startswith("arch="):
-            return item.split("=", 1)[1]
+    arch = parse_params(str(cell_params)).get("arch")
+    if arch:
+        return arch
     raise ValueError(f"no arch= in the cell params {cell_params!r} (a backbone-study cell names its backbone)")
 
 
@@ -185,8 +185,7 @@ def study_results(*, profile: str, compute: bool, archs, severities, progress: b
     """The study's rows of ``profile`` (``results/<profile>/backbone_study.csv``): computed first,
     resumably, when ``compute`` (missing or stale cells only; the width-8 inputs are committed in
     data/checkpoints), else read as committed."""
-    from dartlib.experiments.engine import evaluate_cell
-    from dartlib.experiments.grid import read_results, run_grid
+    from dartlib.experiments.grid import read_results
     from dartlib.paths import results_dir
 
     path = results_dir(profile) / f"{EXPERIMENT}.csv"
@@ -199,5 +198,4 @@ def study_results(*, profile: str, compute: bool, archs, severities, progress: b
         stored = read_results(path)
         return stored[stored["key"].astype(str).isin({c.key for c in cells})].reset_index(drop=True)
     context, _ = prepare_study_context(settings=settings, progress=progress)
-    return run_grid(cells, lambda c: evaluate_cell(c, context, progress=progress), path=path, experiment=EXPERIMENT,
-                    progress=progress, inputs=context.inputs)
+    return run_cells(cells, context, path=path, experiment=EXPERIMENT, progress=progress, cell_progress=progress)

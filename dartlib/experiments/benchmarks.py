@@ -25,9 +25,9 @@ from dartlib.dart.refiner import DartConfig
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.devices import default_device
 from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, Dataset, expected_path, load
-from dartlib.experiments.grid import Cell, grid, run_grid
+from dartlib.experiments.grid import Cell, grid
 from dartlib.registry import Registry
-from dartlib.experiments.engine import TestTimeContext, evaluate_cell, paired
+from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.online import METHOD_OPTIONS as ONLINE_METHOD_OPTIONS
 from dartlib.experiments.table1 import TABLE1_METHODS
 
@@ -273,5 +273,4 @@ def run_benchmark(name: str, *, path: Path, seed: int = 0, device: str | None = 
 
     # Domain by domain, so that the cells of one source model run together.
     ordered = sorted(cells, key=lambda c: c.corruption.split("->")[0]) if bench.kind == "domain" else cells
-    return run_grid(ordered, lambda c: evaluate_cell(c, context_of(c)), path=path, experiment=name,
-                    progress=progress, inputs=lambda c: context_of(c).inputs(c))
+    return run_cells(ordered, context_of, path=path, experiment=name, progress=progress)

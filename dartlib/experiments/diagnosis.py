@@ -187,8 +187,8 @@ def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress
     missing or stale cells; otherwise read the stored rows. Returns (rows, provenance)."""
     import pandas as pd
 
-    from dartlib.experiments.engine import evaluate_cell
-    from dartlib.experiments.grid import read_results, run_grid, stored_rows
+    from dartlib.experiments.engine import run_cells
+    from dartlib.experiments.grid import read_results, stored_rows
     from dartlib.paths import results_dir
 
     settings = Settings.from_profile(profile)
@@ -198,8 +198,8 @@ def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress
         train_variants(settings=settings, names=names, progress=progress)
         context, _ = prepare_diagnosis_context(settings=settings, progress=progress)
         cells = diagnosis_cells(settings, names=names)
-        run_grid(cells, lambda cell: evaluate_cell(cell, context), path=path, experiment="diagnosis",
-                 progress=progress, inputs=context.inputs, reuse=[folder / name for name in SHARED_RESULTS])
+        run_cells(cells, context, path=path, experiment="diagnosis", progress=progress,
+                  reuse=[folder / name for name in SHARED_RESULTS])
         context.save_shared_source()
         refiner_provenance(settings=settings, names=names).to_csv(provenance, index=False)
     rows = stored_rows(diagnosis_cells(settings, names=names), path=path) if compute else read_results(path)

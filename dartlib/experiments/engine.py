@@ -15,12 +15,13 @@ import inspect
 import os
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 from tqdm import tqdm
@@ -34,7 +35,8 @@ from dartlib import devices
 from dartlib.devices import resident
 from dartlib.devices import precision as device_precision
 from dartlib.data.protocols import TEST_BATCH_SIZE, batches
-from dartlib.experiments.grid import Cell, parse_params
+from dartlib.experiments import grid as results_store
+from dartlib.experiments.grid import Cell
 from dartlib.experiments.settings import Settings
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import bf16_forward, frozen_bn_adapted
@@ -365,7 +367,7 @@ class TestTimeContext:
         cls = tta.METHODS[cell.method]
         model, options = cls.from_context(self)  # the model it adapts, the options it takes from here
         options.update(self.options.get(cell.method, {}))
-        options.update({k: v for k, v in cell_options(cell).items() if k in cls.cell_options})
+        options.update({k: v for k, v in cell.options.items() if k in cls.cell_options})
         if "seed" in inspect.signature(cls.__init__).parameters:
             options.setdefault("seed", cell.seed)  # methods with their own randomness (memory, views)
         shared = None
@@ -424,11 +426,6 @@ def _corrupted_at(dataset: str, corruption: str, severity: int, image_size: int,
     return load(dataset, corruption=corruption, severity=severity)
 
 
-def cell_options(cell: Cell) -> dict[str, str]:
-    """``key=value`` items of a cell's ``params`` (e.g. ``limit=1000,test_batch=16,alpha=0.1``)."""
-    return parse_params(cell.params)
-
-
 def _mixed(dataset: str, severity: int) -> tuple[np.ndarray, np.ndarray]:
     return _mixed_at(dataset, severity, _data_location())
 
@@ -442,7 +439,7 @@ def _mixed_at(dataset: str, severity: int, location: tuple) -> tuple[np.ndarray,
 def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
     """The test order of a cell (:func:`dartlib.data.protocols.test_order` of its shift); in the
     params, ``subset=`` sets the online-imbalance subset size and ``limit=`` keeps the first images."""
-    options = cell_options(cell)
+    options = cell.options
     order = protocols.test_order(labels, shift=cell.shift, shift_param=cell.shift_param, seed=cell.seed,
                                  subset_size=int(options.get("subset", 0)))
     limit = int(options.get("limit", 0))
@@ -481,13 +478,13 @@ def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if cell.corruption == "mixed":
         images, labels = _mixed(cell.dataset, int(cell.severity))
     else:
-        data = _corrupted(cell.dataset, cell.corruption, int(cell.severity or 0), int(cell_options(cell).get("size", 0)))
+        data = _corrupted(cell.dataset, cell.corruption, int(cell.severity or 0), int(cell.options.get("size", 0)))
         images, labels = data.images, data.labels
-    pool = int(cell_options(cell).get("pool", 0))
+    pool = int(cell.options.get("pool", 0))
     if pool:
         keep = np.sort(np.random.default_rng(cell.seed).permutation(len(labels))[:pool])
         images, labels = images[keep], labels[keep]
-    quality = int(cell_options(cell).get("jpeg_source", 0))
+    quality = int(cell.options.get("jpeg_source", 0))
     if quality:
         if cell.corruption == "mixed" or pool:
             raise ValueError(f"{cell.label()}: jpeg_source= applies to one generated corruption's test set, not a pool")
@@ -530,7 +527,7 @@ def stream_digest(cell: Cell) -> str:
 
 def _set_digest(cell: Cell) -> str:
     """sha256 of the images and labels of the test set a cell draws from (before any pool)."""
-    size = int(cell_options(cell).get("size", 0))
+    size = int(cell.options.get("size", 0))
     return _set_digest_at(cell.dataset, cell.corruption, int(cell.severity or 0), size, _data_location())
 
 
@@ -554,9 +551,9 @@ def evaluate_cell(cell: Cell, context: TestTimeContext, *, progress: bool = Fals
     memo is keyed by the stream and the batch's index (not by the batch's bytes)."""
     torch.manual_seed(cell.seed)
     images, labels, order = cell_stream(cell)
-    batch_size = int(cell_options(cell).get("test_batch", context.batch_size))  # the test batch-size study
+    batch_size = int(cell.options.get("test_batch", context.batch_size))  # the test batch-size study
     size = len(labels)
-    if resident(context.device) and "pool" not in cell_options(cell):
+    if resident(context.device) and "pool" not in cell.options:
         images, labels = context.resident_set(cell, images, labels)
         correct = _resident_correct(cell, context, images, labels, order, batch_size=batch_size)
     else:
@@ -568,6 +565,18 @@ def evaluate_cell(cell: Cell, context: TestTimeContext, *, progress: bool = Fals
     # stored grids were computed this way.
     return {"n": len(order), "accuracy": 100.0 * (int(correct.sum()) / len(order)), "outcomes": outcomes}
 
+
+def run_cells(cells: Iterable[Cell], context: TestTimeContext | Callable[[Cell], TestTimeContext], *, path: Path,
+              experiment: str, progress: bool = True, cell_progress: bool = False,
+              reuse: Sequence[Path] = ()) -> pd.DataFrame:
+    """The one way a list of cells is computed: each through :func:`evaluate_cell` with ``context``
+    (one for all, or a function giving each cell its own), stored by
+    :func:`dartlib.experiments.grid.run_grid` in ``path`` keyed by that context's inputs, rows of
+    the files in ``reuse`` borrowed where they are the same cell with the same inputs."""
+    context_of = context if not isinstance(context, TestTimeContext) else (lambda _: context)
+    return results_store.run_grid(cells, lambda c: evaluate_cell(c, context_of(c), progress=cell_progress), path=path,
+                                  experiment=experiment, progress=progress, inputs=lambda c: context_of(c).inputs(c),
+                                  reuse=reuse)
 
 def _resident_correct(cell: Cell, context: TestTimeContext, images: torch.Tensor, labels: torch.Tensor,
                      order: np.ndarray, *, batch_size: int) -> np.ndarray:

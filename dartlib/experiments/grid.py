@@ -33,10 +33,12 @@ import hashlib
 import json
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
 from itertools import product
 from pathlib import Path
+from types import MappingProxyType
 
 import pandas as pd
 from tqdm import tqdm
@@ -65,6 +67,12 @@ class Cell:
         """A stable identifier of the full configuration."""
         blob = json.dumps(asdict(self), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def options(self) -> Mapping[str, str]:
+        """The ``key=value`` items of :attr:`params` (``limit=1000,test_batch=16,alpha=0.1``), parsed
+        once per distinct params string (:func:`parse_params`) and read-only."""
+        return _parsed(self.params)
 
     def label(self) -> str:
         param = "" if self.shift_param is None else f"={self.shift_param:g}"
@@ -395,6 +403,11 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
             store_row(cell, result, path=path, experiment=experiment, seconds=seconds, digest=digest)
             counts["replaced"] += 1
     return counts
+
+
+@lru_cache(maxsize=None)
+def _parsed(params: str) -> Mapping[str, str]:
+    return MappingProxyType(parse_params(params))
 
 
 def parse_params(params: str) -> dict[str, str]:

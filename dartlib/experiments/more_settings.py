@@ -14,8 +14,8 @@ from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES, DataMissingError, Dataset
 from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.experiments.ablations import bnadapt_streams, evaluate_refiners
-from dartlib.experiments.engine import TestTimeContext, cell_options, evaluate_cell, paired
-from dartlib.experiments.grid import Cell, grid, run_grid
+from dartlib.experiments.engine import TestTimeContext, paired, run_cells
+from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.models.training import train_source
 from dartlib.paths import results_dir
@@ -33,9 +33,8 @@ def cells_for(settings: Settings, *, shift: str, params: Sequence, corruptions: 
 def _run(settings: Settings, cells: list[Cell], context_of: Callable[[Cell], TestTimeContext], *, experiment: str,
          reuse: Sequence[Path] = ()) -> pd.DataFrame:
     """``cells`` through the grid runner, each with the context ``context_of`` gives it."""
-    return run_grid(cells, lambda c: evaluate_cell(c, context_of(c)),
-                    path=results_dir(settings.profile) / "more_settings.csv", experiment=experiment,
-                    progress=settings.profile != "smoke", inputs=lambda c: context_of(c).inputs(c), reuse=reuse)
+    return run_cells(cells, context_of, path=results_dir(settings.profile) / "more_settings.csv", experiment=experiment,
+                     progress=settings.profile != "smoke", reuse=reuse)
 
 
 def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
@@ -80,7 +79,7 @@ def run_memo(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
     contexts = {bn: context.variant(batch_size=s["test_batch_size"],
                                     options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
                 for bn, mode in (("stored", "source"), ("adapted", "batch"))}
-    return _run(s, cells, lambda c: contexts.get(cell_options(c).get("bn"), context), experiment="app_memo")
+    return _run(s, cells, lambda c: contexts.get(c.options.get("bn"), context), experiment="app_memo")
 
 
 def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.DataFrame, str]:

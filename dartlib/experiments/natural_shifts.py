@@ -7,8 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dartlib.data.sources import HOW_TO_GET, expected_path
-from dartlib.experiments.engine import evaluate_cell, prepare_context
-from dartlib.experiments.grid import run_grid
+from dartlib.experiments.engine import prepare_context, run_cells
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.table1 import table1_cells
 from dartlib.paths import results_dir
@@ -29,5 +28,5 @@ def run_cifar10_1(settings: Settings) -> pd.DataFrame:
     """Every Table 1 cell on CIFAR-10.1-LT at the profile's rhos."""
     context, _ = prepare_context(settings=settings)
     cells = table1_cells(dataset="cifar10.1", corruptions=["clean"], rhos=settings["lt_rhos"], seed=settings["seed"])
-    return run_grid(cells, lambda c: evaluate_cell(c, context), path=results_dir(settings.profile) / "natural_shifts.csv",
-                    experiment="natural_shifts", progress=True, inputs=context.inputs)
+    return run_cells(cells, context, path=results_dir(settings.profile) / "natural_shifts.csv",
+                     experiment="natural_shifts")

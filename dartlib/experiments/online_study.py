@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dartlib.experiments.engine import TestTimeContext, evaluate_cell
-from dartlib.experiments.grid import run_grid
+from dartlib.experiments.engine import TestTimeContext, run_cells
 from dartlib.experiments.online import SHARED_RESULTS, profile_cells
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
@@ -18,6 +17,5 @@ def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.
     out = results_dir(settings.profile)
     cells = profile_cells(settings)
     # notebook 09's rows of the same streams are copied, not recomputed
-    return run_grid(cells, lambda c: evaluate_cell(c, context), path=out / "online_imbalance.csv",
-                    experiment="online_imbalance", progress=settings.profile != "smoke", inputs=context.inputs,
-                    reuse=[out / name for name in SHARED_RESULTS])
+    return run_cells(cells, context, path=out / "online_imbalance.csv", experiment="online_imbalance",
+                     progress=settings.profile != "smoke", reuse=[out / name for name in SHARED_RESULTS])

@@ -105,8 +105,8 @@ def paper_config_results(*, profile: str, compute: bool, progress: bool = False)
     on a CPU; ``python -m dartlib grid paper_config --profile P`` does the same outside a notebook),
     borrowing equal rows from :data:`SHARED_RESULTS`; otherwise read the stored rows as they are
     (``grid paper_config --status`` checks them where the test data are)."""
-    from dartlib.experiments.engine import evaluate_cell
-    from dartlib.experiments.grid import run_grid, stored_rows
+    from dartlib.experiments.engine import run_cells
+    from dartlib.experiments.grid import stored_rows
     from dartlib.paths import results_dir
 
     settings = Settings.from_profile(profile)
@@ -114,7 +114,7 @@ def paper_config_results(*, profile: str, compute: bool, progress: bool = False)
     path = folder / "paper_config.csv"
     if compute:
         context, _ = prepare_paper_context(settings=settings, progress=progress)
-        run_grid(profile_cells(settings), lambda cell: evaluate_cell(cell, context), path=path, experiment="paper_config",
-                 progress=progress, inputs=context.inputs, reuse=[folder / name for name in SHARED_RESULTS])
+        run_cells(profile_cells(settings), context, path=path, experiment="paper_config", progress=progress,
+                  reuse=[folder / name for name in SHARED_RESULTS])
         context.save_shared_source()
     return stored_rows(paper_config_cells(settings, names=list(PAPER_VARIANTS)), path=path)

@@ -13,8 +13,8 @@ from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
 from dartlib.experiments.ablation_study import ablation_base_config
 from dartlib.experiments.ablations import Stream, bnadapt_streams, evaluate_refiners
-from dartlib.experiments.engine import TestTimeContext, cell_options, evaluate_cell, machine_device, paired
-from dartlib.experiments.grid import grid, parse_params, run_grid
+from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells
+from dartlib.experiments.grid import grid, parse_params
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
 from dartlib.paths import results_dir
@@ -100,12 +100,11 @@ def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
     contexts[""] = study.context.variant(refiner=None)
 
     def context(cell):
-        alpha = cell_options(cell).get("alpha")
+        alpha = cell.options.get("alpha")
         return contexts["" if alpha is None else f"alpha={alpha}"]
 
-    alpha_tent = run_grid(tent_cells, lambda c: evaluate_cell(c, context(c)),
-                          path=results_dir(s.profile) / "sensitivity_tent.csv", experiment="sensitivity_alpha",
-                          progress=s.profile != "smoke", inputs=lambda c: context(c).inputs(c))
+    alpha_tent = run_cells(tent_cells, context, path=results_dir(s.profile) / "sensitivity_tent.csv",
+                           experiment="sensitivity_alpha", progress=s.profile != "smoke")
     frame = pd.concat([alpha_bn, alpha_tent], ignore_index=True)
     frame["refiner"] = [r if r == "none" else f"DART (alpha={parse_params(p)['alpha']})"
                         for r, p in zip(frame.refiner, frame.params)]
@@ -159,7 +158,7 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
                         corruption=s["tent_corruptions"], severity=[s["severity"]],
                         method=["noadapt", "bnadapt", "tent"], refiner=["none", "dart"],
                         params=[f"test_batch={b}{limit}" for b in s["test_batches"]], seed=[s["seed"]]))
-    frame = run_grid(cells, lambda c: evaluate_cell(c, context), path=results_dir(s.profile) / "sensitivity_batch.csv",
-                     experiment="sensitivity_batch", progress=s.profile != "smoke", inputs=context.inputs)
+    frame = run_cells(cells, context, path=results_dir(s.profile) / "sensitivity_batch.csv",
+                      experiment="sensitivity_batch", progress=s.profile != "smoke")
     frame["column"] = [int(parse_params(p)["test_batch"]) for p in frame.params]
     return frame

@@ -1,0 +1,64 @@
+"""The house rules ARCHITECTURE.md states that a test can check: no function of dartlib runs past
+80 lines; none takes more than 10 parameters but those listed here, a list that only shrinks (each
+is to take a settings object instead); no module re-exports or forwards names it does not define."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from dartlib.paths import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "dartlib"
+MAX_LINES, MAX_PARAMETERS = 80, 10
+# function -> its parameter count today; remove an entry when the function takes fewer
+WIDE = {
+    "experiments/benchmarks.py:prepare": 12, "experiments/benchmarks.py:run_benchmark": 12,
+    "experiments/own_model.py:before_after": 11, "experiments/own_model.py:default_against_chosen": 13,
+    "experiments/validation.py:validate_alpha": 13, "experiments/validation.py:select_alpha": 12,
+    "models/evaluation.py:corruption_accuracy": 11, "models/training.py:train_source": 11,
+    "reporting/figures.py:confusion_heatmap": 12, "tta/note.py:finetune_iabn": 11, "tta/note.py:__init__": 11,
+}
+
+
+def functions(package: Path = PACKAGE):
+    """(place, lines, parameters) of every function, ``self``/``cls`` not counted."""
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                a = node.args
+                names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+                count = len(names) - (names[:1] in (["self"], ["cls"]))
+                yield f"{path.relative_to(package).as_posix()}:{node.name}", node.end_lineno - node.lineno + 1, count
+
+
+def test_no_function_runs_past_80_lines():
+    assert [(place, lines) for place, lines, _ in functions() if lines > MAX_LINES] == []
+
+
+def test_no_function_takes_more_than_10_parameters_but_the_listed_ones():
+    wide = {place: count for place, _, count in functions() if count > MAX_PARAMETERS}
+    assert {p: c for p, c in wide.items() if WIDE.get(p) != c} == {}, "a new wide function, or a listed one grew"
+    assert set(WIDE) - set(wide) == set(), "a listed function takes 10 parameters or fewer now: remove it from WIDE"
+
+
+def test_a_planted_long_or_wide_function_is_found(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(85))
+    (tmp_path / "m.py").write_text(f"def long():\n{body}\n\n\ndef wide(a, b, c, d, e, f, g, h, i, j, k):\n    pass\n")
+    found = {place: (lines, count) for place, lines, count in functions(tmp_path)}
+    assert found == {"m.py:long": (86, 0), "m.py:wide": (2, 11)}
+
+
+# packages whose __init__ imports on purpose: dartlib (the version), data (its facade: ``from
+# dartlib.data import load``), tta (it defines the METHODS registry from its modules' classes)
+IMPORTING_PACKAGES = {"dartlib/__init__.py", "dartlib/data/__init__.py", "dartlib/tta/__init__.py"}
+
+
+def test_no_module_forwards_names_it_does_not_define():
+    """No module answers unknown attributes (``__getattr__``), and no other package re-exports a
+    submodule's names: a name is imported from the module that defines it."""
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        assert not [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"], path
+        if path.name == "__init__.py" and path.relative_to(REPO_ROOT).as_posix() not in IMPORTING_PACKAGES:
+            assert not [n for n in tree.body if isinstance(n, ast.ImportFrom | ast.Import)], path

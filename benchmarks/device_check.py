@@ -25,7 +25,7 @@ from dartlib.data.prepare import prepare_corrupted
 from dartlib.experiments.grid import Cell
 from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.experiments.engine import TestTimeContext, adapt_predictions, cell_stream
-from dartlib.experiments.table1 import TABLE1_METHODS
+from dartlib.studies.table1 import TABLE1_METHODS
 from dartlib.models.checkpoints import checkpoint_path, load_checkpoint
 from dartlib.models.training import train_source
 from dartlib.tta.note import load_or_finetune_iabn

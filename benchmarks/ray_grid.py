@@ -38,7 +38,7 @@ def main() -> None:
     from dartlib.experiments.engine import evaluate_cell, prepare_context
     from dartlib.experiments.grid import read_results, run_grid
     from dartlib.experiments.settings import Settings
-    from dartlib.experiments.table1 import profile_cells
+    from dartlib.studies.table1 import profile_cells
     from dartlib.paths import NOTEBOOKS_DIR, results_dir
     from dartlib.profiles import load_profile
     from dartlib.runner import notebook_parameters

@@ -372,7 +372,7 @@ def _cmd_train_refiners(args: argparse.Namespace) -> int:
     """Train (or resume) notebook 15's refiners named by ``--variants``, each pass resumable."""
     import torch
 
-    from dartlib.experiments.diagnosis import train_variants, variant
+    from dartlib.studies.diagnosis import train_variants, variant
     from dartlib.experiments.settings import Settings
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
 
@@ -473,7 +473,7 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 def _cmd_grid(args: argparse.Namespace) -> int:
     import torch
 
-    from dartlib.experiments.grids import GRIDS
+    from dartlib.studies.grids import GRIDS
     from dartlib.registry import UnknownNameError
     from dartlib.experiments.grid import grid_status, parse_shard, shard
     from dartlib.paths import results_dir
@@ -544,7 +544,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 def _grid_on_ray(args: argparse.Namespace, cells: list, prepare, settings) -> int:
     """``grid --backend ray``: the cells on Ray workers, each preparing the context once."""
     from dartlib.experiments.distributed import CellsFailed, ContextFactory, run_grid_ray
-    from dartlib.experiments.grids import GRIDS
+    from dartlib.studies.grids import GRIDS
     from dartlib.paths import results_dir
 
     if args.shard:
@@ -587,7 +587,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.models.checkpoints import load_checkpoint
     from dartlib.models.training import train_source
-    from dartlib.experiments.validation import validate_alpha
+    from dartlib.studies.alpha_choice import validate_alpha
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -600,7 +600,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     checkpoint = train_source(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"],
                               seed=p["seed"], progress=False)
     model, meta = load_checkpoint(checkpoint)
-    # the rule keeps the paper's alpha unless it costs too much (dartlib.experiments.validation), not the profile's current one
+    # the rule keeps the paper's alpha unless it costs too much (dartlib.studies.alpha_choice), not the profile's current one
     config = dart_config(p, alpha=load_profile("paper")["dart_alpha"], epochs=args.epochs)
     frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(p["source_dataset"], split="train"),
                                    config=config, alphas=args.alphas,
@@ -702,7 +702,7 @@ def _cmd_choose_alpha(args: argparse.Namespace) -> int:
     from dartlib.dart.refiner import DartConfig
     from dartlib.data.protocols import TEST_BATCH_SIZE
     from dartlib.devices import default_device
-    from dartlib.experiments.validation import select_alpha
+    from dartlib.studies.alpha_choice import select_alpha
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -949,7 +949,7 @@ def _parser_claims(sub) -> None:
 
 def _parser_grid(sub) -> None:
     grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
-    grid_.add_argument("experiment", help="a grid of dartlib.experiments.grids.GRIDS: table1, note_report, "
+    grid_.add_argument("experiment", help="a grid of dartlib.studies.grids.GRIDS: table1, note_report, "
                                           "online_imbalance, backbone_study, diagnosis (an unknown name lists them)")
     grid_.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
@@ -1026,7 +1026,7 @@ def _parser_train_refiners(sub) -> None:
                                                 "configuration, alpha0.1-epochs50): hours of one core, resumable by epoch")
     tref.add_argument("--profile", default=DEFAULT_PROFILE, help="the profile whose source model and settings they use")
     tref.add_argument("--variants", required=True,
-                      help="comma-separated variants of dartlib.experiments.diagnosis.VARIANTS; those sharing their "
+                      help="comma-separated variants of dartlib.studies.diagnosis.VARIANTS; those sharing their "
                            "intermediate batches train in one pass (name one to resume its own pass's state file)")
     tref.add_argument("--threads", type=positive_int, help="torch CPU threads (1 reproduces the committed refiners)")
     tref.set_defaults(func=_cmd_train_refiners)

@@ -117,13 +117,13 @@ def _methods() -> list[str]:
 
 
 def _diagnosis_variants() -> list[str]:
-    from dartlib.experiments.diagnosis import VARIANTS
+    from dartlib.studies.diagnosis import VARIANTS
 
     return [v.name for v in VARIANTS]
 
 
 def _benchmarks() -> list[str]:
-    from dartlib.experiments.benchmarks import BENCHMARKS
+    from dartlib.studies.large_benchmarks import BENCHMARKS
 
     return list(BENCHMARKS)
 

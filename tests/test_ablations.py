@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from dartlib.experiments.ablations import VARIANTS, bnadapt_streams, evaluate_refiners, refined_accuracy, stream_order, variant_config
+from dartlib.studies.ablations import VARIANTS, bnadapt_streams, evaluate_refiners, refined_accuracy, stream_order, variant_config
 from dartlib.dart.refiner import DartConfig
 from dartlib.data.sources import Dataset
 from dartlib.dart.intermediate import train_refiner

@@ -1,4 +1,4 @@
-"""The backbone-strength study (dartlib.experiments.backbone_study): its cells, its summary arithmetic, and the
+"""The backbone-strength study (dartlib.studies.backbone_strength): its cells, its summary arithmetic, and the
 committed rows it reports."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dartlib.experiments.backbone_study import (all_study_cells, cell_arch, cross_device, study_cells, study_points, study_table,
+from dartlib.studies.backbone_strength import (all_study_cells, cell_arch, cross_device, study_cells, study_points, study_table,
                                     trend)
 from dartlib.experiments.grid import read_results
 from dartlib.paths import REPO_ROOT

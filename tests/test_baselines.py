@@ -116,7 +116,7 @@ def test_sar_second_pass_filters_the_first_pass_kept_samples(monkeypatch):
 
 
 def test_sar_resets_when_its_ema_falls_below_0_2_in_online_imbalance_mode():
-    from dartlib.experiments.online import METHOD_OPTIONS
+    from dartlib.studies.online_imbalance import METHOD_OPTIONS
 
     assert METHOD_OPTIONS["sar"] == {"reset": True}
     model = _confident_resnet()
@@ -214,7 +214,7 @@ def test_roid_and_memo_views():
 
 
 def test_dart_split_delta_on_cifar100c_is_appendix_b():
-    from dartlib.experiments.benchmarks import BENCHMARKS
+    from dartlib.studies.large_benchmarks import BENCHMARKS
 
     c100 = BENCHMARKS["cifar100c-imb"]
     assert c100.dart["delta"] == 0.1 and {**c100.dart, **c100.split}["delta"] == 0.01

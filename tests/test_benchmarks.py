@@ -10,8 +10,8 @@ import pytest
 import torch
 from PIL import Image
 
-from dartlib.experiments import benchmarks
-from dartlib.experiments.benchmarks import BENCHMARKS, benchmark_cells, missing_data, prepare, run_benchmark, scenarios
+from dartlib.studies import large_benchmarks
+from dartlib.studies.large_benchmarks import BENCHMARKS, benchmark_cells, missing_data, prepare, run_benchmark, scenarios
 from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib.experiments.grid import read_results
 from dartlib.models.backbones import small_cnn
@@ -76,7 +76,7 @@ def test_missing_data_names_what_to_get_and_where(root):
     lines = missing_data("pacs")
     assert any("art_painting is missing" in line for line in lines)
     assert not any("photo is missing" in line for line in lines)
-    assert any("ImageNet weights" in line for line in lines) == (not benchmarks._imagenet_weights_file().is_file())
+    assert any("ImageNet weights" in line for line in lines) == (not large_benchmarks._imagenet_weights_file().is_file())
     for folder in DOMAIN_FOLDERS["pacs"].values():  # every source model present: the weights are not needed
         path = checkpoint_path(dataset="pacs", arch="resnet50-imagenet", recipe="domain", seed=0, split=folder)
         path.parent.mkdir(parents=True, exist_ok=True)

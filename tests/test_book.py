@@ -280,8 +280,8 @@ def _committed_study_figures(tmp_path, monkeypatch) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dartlib.experiments.backbone_study import study_results, study_table
-    from dartlib.experiments.diagnosis import diagnosis_results
+    from dartlib.studies.backbone_strength import study_results, study_table
+    from dartlib.studies.diagnosis import diagnosis_results
     from dartlib.experiments.grid import read_results
     from dartlib.reporting import accuracy_figures, diagnosis, figures
 

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
-from dartlib.experiments import ablations, engine, more_settings, sensitivity_study
+from dartlib.experiments import engine
+from dartlib.studies import ablations, appendix_settings, sensitivity
 from dartlib.experiments.engine import TestTimeContext
 from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import small_cnn
@@ -85,9 +86,9 @@ def test_notebook_09_memo_contexts_derive_from_the_table1_context(sentinel, tiny
     base = TestTimeContext(source=source, refiner=refiner, batch_size=s["test_batch_size"],
                            options={"memo": {"n_augmentations": s["memo_augmentations"]}})
     seen = {}
-    monkeypatch.setattr(more_settings, "_run", lambda settings, cells, context_of, **_: seen.update(
+    monkeypatch.setattr(appendix_settings, "_run", lambda settings, cells, context_of, **_: seen.update(
         cells=cells, context_of=context_of))
-    more_settings.run_memo(settings=s, context=base)
+    appendix_settings.run_memo(settings=s, context=base)
     memo_cells = [c for c in seen["cells"] if c.method == "memo"]
     assert memo_cells and all(seen["context_of"](c).device == sentinel for c in seen["cells"])
     for cell in memo_cells:
@@ -113,14 +114,14 @@ def test_notebook_09_condensed_refiners_train_and_run_on_the_contexts_device(sen
             return result() if callable(result) else result
         return call
 
-    monkeypatch.setattr(more_settings, "train_source", recorded("train_source", None))
-    monkeypatch.setattr(more_settings, "load", lambda *args, **kwargs: train)
-    monkeypatch.setattr(more_settings, "SOURCES", {})  # no condensed set: only the random subset's g_phi
-    monkeypatch.setattr(more_settings, "load_or_train_refiner", recorded("refiner", lambda: (_refiner(), {})))
-    monkeypatch.setattr(more_settings, "bnadapt_streams", recorded("streams", []))
-    monkeypatch.setattr(more_settings, "evaluate_refiners", recorded("refiners", pd.DataFrame))
-    monkeypatch.setattr(more_settings, "results_dir", lambda profile: tmp_path)
-    more_settings.run_condensed(settings=s, context=context)
+    monkeypatch.setattr(appendix_settings, "train_source", recorded("train_source", None))
+    monkeypatch.setattr(appendix_settings, "load", lambda *args, **kwargs: train)
+    monkeypatch.setattr(appendix_settings, "SOURCES", {})  # no condensed set: only the random subset's g_phi
+    monkeypatch.setattr(appendix_settings, "load_or_train_refiner", recorded("refiner", lambda: (_refiner(), {})))
+    monkeypatch.setattr(appendix_settings, "bnadapt_streams", recorded("streams", []))
+    monkeypatch.setattr(appendix_settings, "evaluate_refiners", recorded("refiners", pd.DataFrame))
+    monkeypatch.setattr(appendix_settings, "results_dir", lambda profile: tmp_path)
+    appendix_settings.run_condensed(settings=s, context=context)
     assert devices == {"train_source": sentinel, "refiner": sentinel, "streams": sentinel, "refiners": sentinel}
 
 
@@ -147,22 +148,22 @@ def test_notebook_08_contexts_streams_and_refiners_are_on_the_machines_device(se
 
     for name, fake in (("load_or_train_refiners", refiners), ("bnadapt_streams", streams),
                        ("evaluate_refiners", evaluate)):
-        monkeypatch.setattr(sensitivity_study, name, fake)
-    monkeypatch.setattr(sensitivity_study, "results_dir", lambda profile: tmp_path)
+        monkeypatch.setattr(sensitivity, name, fake)
+    monkeypatch.setattr(sensitivity, "results_dir", lambda profile: tmp_path)
     grids = []
     def inputs_of(context):
         return context.inputs if isinstance(context, TestTimeContext) else lambda c: context(c).inputs(c)
 
-    monkeypatch.setattr(sensitivity_study, "run_cells", lambda cells, context, **kw: grids.append((cells, inputs_of(context)))
+    monkeypatch.setattr(sensitivity, "run_cells", lambda cells, context, **kw: grids.append((cells, inputs_of(context)))
                         or pd.DataFrame({"refiner": [c.refiner for c in cells], "params": [c.params for c in cells],
                                          "experiment": "", "corruption": "", "shift": "", "shift_param": 0.0,
                                          "method": [c.method for c in cells]}))
     setup = SimpleNamespace(model=source, checkpoint=tmp_path / "source.pt", train=None)
-    study = sensitivity_study.prepare_sensitivity(settings=s, setup=setup)
+    study = sensitivity.prepare_sensitivity(settings=s, setup=setup)
     assert study.context.device == sentinel
-    sensitivity_study.run_alpha(study)
-    sensitivity_study.run_epochs_imb(study)
-    sensitivity_study.run_test_batches(study)
+    sensitivity.run_alpha(study)
+    sensitivity.run_epochs_imb(study)
+    sensitivity.run_test_batches(study)
     assert calls and all(device == sentinel for _, device in calls), calls
     assert {what for what, _ in calls} == {"refiners", "streams", "evaluate"}
     (alpha_cells, alpha_inputs), (batch_cells, batch_inputs) = grids

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dartlib.dart.refiner import DartConfig
-from dartlib.experiments import diagnosis, online, table1
+from dartlib.studies import diagnosis, online_imbalance, table1
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.diagnosis import diagnosis_table, failing_quantities, seed_table
 
@@ -25,7 +25,7 @@ def test_baseline_cells_are_table1s_and_the_online_grids_so_their_rows_are_borro
     keys = {c.key for c in cells}
     lt_bnadapt = [c for c in table1.profile_cells(params) if c.method == "bnadapt" and c.refiner == "none"
                   and c.shift_param == 1.0]
-    imb = [c for c in online.profile_cells(params) if c.method in ("noadapt", "bnadapt") and c.refiner == "none"
+    imb = [c for c in online_imbalance.profile_cells(params) if c.method in ("noadapt", "bnadapt") and c.refiner == "none"
            and c.shift_param in diagnosis.DIAGNOSIS_IRS]
     assert len(lt_bnadapt) == 15 and len(imb) == 90
     assert {c.key for c in lt_bnadapt + imb} <= keys
@@ -176,7 +176,7 @@ def test_a_field_added_later_keeps_the_names_of_refiners_trained_before_it():
 
 def test_every_registered_grid_names_an_existing_notebook_and_an_unknown_one_lists_them(capsys):
     from dartlib import cli
-    from dartlib.experiments.grids import GRIDS
+    from dartlib.studies.grids import GRIDS
     from dartlib.paths import NOTEBOOKS_DIR
 
     assert "diagnosis" in GRIDS and all((NOTEBOOKS_DIR / f"{s.notebook}.ipynb").is_file() for s in GRIDS.values())
@@ -189,7 +189,7 @@ def test_every_grid_is_prepared_and_cut_from_one_settings_object():
     Settings as ``settings`` and no profile value by keyword; its cells are a function of them."""
     import inspect
 
-    from dartlib.experiments.grids import GRIDS
+    from dartlib.studies.grids import GRIDS
 
     settings = Settings.from_profile("cpu")
     for name, spec in GRIDS.items():

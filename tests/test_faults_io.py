@@ -61,14 +61,14 @@ def _must_not_run(*args, **kwargs):
 
 def _patch_table1_prepare(monkeypatch, fake) -> None:
     """The table1 grid's prepare step replaced by ``fake`` (in the engine and, where the grids are
-    registered in dartlib.experiments.grids, in its spec)."""
+    registered in dartlib.studies.grids, in its spec)."""
     import dataclasses
 
     import dartlib.experiments.engine as engine
 
     monkeypatch.setattr(engine, "prepare_context", fake)
     try:
-        from dartlib.experiments import grids
+        from dartlib.studies import grids
     except ImportError:
         return
     monkeypatch.setitem(grids.GRIDS._items, "table1", dataclasses.replace(grids.GRIDS["table1"], prepare=fake))

@@ -1,7 +1,7 @@
 """Notebook 11's online-imbalance grid, shared by the notebook and the sharded CLI."""
 
 from dartlib import cli
-from dartlib.experiments.online import ROW_ORDER, online_cells, profile_cells
+from dartlib.studies.online_imbalance import ROW_ORDER, online_cells, profile_cells
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.tables import row_label
 

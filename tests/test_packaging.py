@@ -59,7 +59,7 @@ HEAVY_MODULES = ("jupyterlab", "jupyter_client", "jupyter_server", "papermill", 
 # The core's modules: the public API of docs/using-dart.md, the methods, the data and its protocols, the CLI.
 CORE_MODULES = ("dartlib", "dartlib.dart.fit", "dartlib.dart.intermediate", "dartlib.tta", "dartlib.tta.wrap",
                 "dartlib.data", "dartlib.data.protocols", "dartlib.data.prepare", "dartlib.devices",
-                "dartlib.experiments.validation", "dartlib.cli")
+                "dartlib.studies.alpha_choice", "dartlib.cli")
 
 
 def test_the_core_installs_without_the_extras_and_make_setup_installs_them_all():

@@ -1,4 +1,4 @@
-"""Table 1 and CIFAR-10C-imb at the paper's g_phi (dartlib.experiments.paper_config): the grid's
+"""Table 1 and CIFAR-10C-imb at the paper's g_phi (dartlib.studies.paper_config): the grid's
 cells, the report beside the profile's refiner and the paper, and the ledger's checks on those rows
 (a gain taken on the streams both sides share)."""
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dartlib.experiments.grid import SCHEMA
-from dartlib.experiments.paper_config import PAPER_VARIANTS, paper_config_cells
+from dartlib.studies.paper_config import PAPER_VARIANTS, paper_config_cells
 from dartlib.experiments.settings import Settings
 from dartlib.reporting import claims
 from dartlib.reporting.paper_config_report import bnadapt_block, every_method_block

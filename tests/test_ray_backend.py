@@ -15,7 +15,7 @@ def _smoke_grid():
     """A handful of the smoke profile's Table 1 cells and the factory of their shared context."""
     from dartlib.experiments.distributed import ContextFactory
     from dartlib.experiments.engine import prepare_context
-    from dartlib.experiments.table1 import profile_cells
+    from dartlib.studies.table1 import profile_cells
     from dartlib.models.checkpoints import checkpoint_path
     from dartlib.paths import NOTEBOOKS_DIR
     from dartlib.profiles import load_profile

@@ -16,7 +16,7 @@ from dartlib.data.files import DamagedFileError
 from dartlib.experiments import engine
 from dartlib.experiments.engine import TestTimeContext, evaluate_cell
 from dartlib.experiments.grid import StaleRowsWarning, grid_status, read_results, run_grid
-from dartlib.experiments.table1 import table1_cells
+from dartlib.studies.table1 import table1_cells
 from dartlib.models.backbones import small_cnn
 
 

@@ -11,7 +11,7 @@ from dartlib.experiments.grid import run_grid
 from dartlib.models.backbones import small_cnn
 from dartlib.experiments.engine import TestTimeContext, evaluate_cell
 from dartlib.experiments.settings import Settings
-from dartlib.experiments.table1 import TABLE1_METHODS, table1_cells
+from dartlib.studies.table1 import TABLE1_METHODS, table1_cells
 from dartlib.tta.note import to_iabn
 
 
@@ -185,7 +185,7 @@ def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch, t
     monkeypatch.setattr("dartlib.models.training.train_source", forbidden)
     monkeypatch.setattr("dartlib.dart.intermediate.train_refiners", forbidden)
     context, meta = table1.prepare_context(settings=p, device="cpu", trained_only=True)
-    from dartlib.experiments.table1 import profile_cells
+    from dartlib.studies.table1 import profile_cells
 
     cell = profile_cells(p)[1]
     labels = np.repeat(np.arange(10), 12).astype(np.int64)  # a tiny test set in the CIFAR-C layout
@@ -205,7 +205,7 @@ def test_status_context_names_a_missing_trained_input(tmp_path, monkeypatch):
 
 
 def test_note_report_cells_are_table1s_note_dart_cells_with_the_other_reading():
-    from dartlib.experiments.table1 import note_report_cells, table1_cells
+    from dartlib.studies.table1 import note_report_cells, table1_cells
 
     cells = table1_cells(dataset="fmnistc", corruptions=["gaussian_noise", "snow"], rhos=[1, 100], limit=600)
     other = note_report_cells(cells)

@@ -9,7 +9,7 @@ from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.data.sources import Dataset
 from dartlib.models.backbones import small_cnn
 from dartlib.data.protocols import long_tailed
-from dartlib.experiments.validation import choose_alpha, heldout_rows, holdout_split
+from dartlib.studies.alpha_choice import choose_alpha, heldout_rows, holdout_split
 
 
 def test_holdout_split_is_disjoint_and_class_balanced():
@@ -57,7 +57,7 @@ def test_with_corrupted_streams_the_rule_reads_their_mean_loss_not_the_clean_one
 
 
 def test_corrupted_heldout_keeps_labels_and_changes_images():
-    from dartlib.experiments.validation import corrupted_heldout
+    from dartlib.studies.alpha_choice import corrupted_heldout
 
     rng = np.random.default_rng(0)
     held = Dataset("fixture", "train-heldout", rng.integers(0, 256, (20, 32, 32, 3), dtype=np.uint8),
@@ -97,7 +97,7 @@ def test_select_alpha_runs_the_rule_on_a_users_model_and_arrays(tmp_path, monkey
     """The paper's 0.1 loses 2 points on the held-out i.i.d. stream, 1 loses 0.3: the rule takes 1,
     the smallest candidate within 0.5 points; with 0.1 within, it keeps 0.1."""
     from dartlib.dart.refiner import DartConfig
-    from dartlib.experiments import validation
+    from dartlib.studies import alpha_choice
 
     model, images, labels = _plain_model_and_arrays()
     iid_gain = {0.1: -2.0, 1.0: -0.3, 10.0: 0.0}
@@ -108,8 +108,8 @@ def test_select_alpha_runs_the_rule_on_a_users_model_and_arrays(tmp_path, monkey
                  "dart": 80.0 + (iid_gain[refiner.config.alpha] if r == 1 else 5.0), "w_minus_i": 0.0, "b_norm": 0.0}
                 for r in rhos]
 
-    monkeypatch.setattr(validation, "heldout_rows", scored)
-    choice = validation.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
+    monkeypatch.setattr(alpha_choice, "heldout_rows", scored)
+    choice = alpha_choice.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
                                      config=DartConfig(**SMALL), alphas=[1, 10], heldout_per_class=20,
                                      cache_dir=tmp_path, progress=False)
     assert choice.alpha == 1.0 and choice.kept == 0.1
@@ -117,7 +117,7 @@ def test_select_alpha_runs_the_rule_on_a_users_model_and_arrays(tmp_path, monkey
                                   "of more than 0.5; 1 (-0.30) is the smallest candidate within it")
     assert choice.gains().loc[0.1, 100.0] == 5.0
     iid_gain[0.1] = -0.4
-    assert validation.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
+    assert alpha_choice.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
                                    config=DartConfig(**SMALL), alphas=[1, 10], heldout_per_class=20,
                                    cache_dir=tmp_path, progress=False).alpha == 0.1
 
@@ -127,7 +127,7 @@ def test_select_alpha_scores_trained_refiners_on_held_out_streams(tmp_path):
 
     from dartlib.dart.fit import SettingError
     from dartlib.dart.refiner import DartConfig
-    from dartlib.experiments.validation import select_alpha
+    from dartlib.studies.alpha_choice import select_alpha
 
     model, images, labels = _plain_model_and_arrays()
     floats = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255  # tensors in [0, 1] work as well

@@ -1,4 +1,4 @@
-"""Notebook 13's analysis (Appendix E): HOC (Zhu et al., 2021) run on the BN-adapted features of
+"""Appendix E's analysis (notebook 13): HOC (Zhu et al., 2021) run on the BN-adapted features of
 one long-tailed stream, its transition matrix T beside the true one (the BNAdapt confusion matrix)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 
 from dartlib.analysis.hoc import hoc_estimate, nearest_neighbours, transition_matrix
-from dartlib.experiments.ablations import bnadapt_streams
+from dartlib.studies.ablations import bnadapt_streams
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import prepare_source
 from dartlib.paths import results_dir

@@ -122,7 +122,7 @@ def identifiability_results(*, profile: str, compute: bool, per_class: int = 20)
     """``results/<profile>/identifiability.csv``: computed first (:func:`identifiability_study`
     with notebook 15's context, whose BN-adapted forwards it shares) when ``compute``, else read;
     an empty table where it has not been computed (the notebook says so: NOT RUN)."""
-    from dartlib.experiments.diagnosis import prepare_diagnosis_context
+    from dartlib.studies.diagnosis import prepare_diagnosis_context
     from dartlib.paths import results_dir
 
     path = results_dir(profile) / "identifiability.csv"

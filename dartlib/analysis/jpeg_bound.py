@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dartlib.analysis.noise import Outcomes, difference, mean_estimate
-from dartlib.experiments.jpeg_bound import COPY_QUALITY, METHODS
+from dartlib.studies.jpeg_bound import COPY_QUALITY, METHODS
 
 
 def jpeg_bound_table(*, rows: pd.DataFrame, outcomes: Outcomes | None = None) -> pd.DataFrame:

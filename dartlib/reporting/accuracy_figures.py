@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from dartlib.experiments.ablations import VARIANTS
+from dartlib.studies.ablations import VARIANTS
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.figures import ANNOTATION_SIZE, HALF_WIDTH, WIDTH, row_colours, save_figure
 from dartlib.reporting.accuracy_tables import mixed_layout

@@ -10,12 +10,12 @@ from collections.abc import Collection, Sequence
 import pandas as pd
 
 from dartlib.data.corruptions import CORRUPTIONS
-from dartlib.experiments.benchmarks import BENCHMARKS, missing_data, run_benchmark
-from dartlib.experiments.ablation_study import stream_column
+from dartlib.studies.large_benchmarks import BENCHMARKS, missing_data, run_benchmark
+from dartlib.studies.ablations import stream_column
 from dartlib.experiments.grid import parse_params
-from dartlib.experiments.online import ROW_ORDER
+from dartlib.studies.online_imbalance import ROW_ORDER
 from dartlib.experiments.settings import Settings
-from dartlib.experiments.table1 import TABLE1_METHODS
+from dartlib.studies.table1 import TABLE1_METHODS
 from dartlib.paths import results_dir
 from dartlib.reporting.paper import load_table
 from dartlib.reporting.tables import beside_paper, render, row_label

@@ -38,7 +38,7 @@ import jupyter_server_mathjax
 import pandas as pd
 
 from dartlib.experiments.grid import read_results
-from dartlib.experiments.table1 import TABLE1_METHODS
+from dartlib.studies.table1 import TABLE1_METHODS
 from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.reporting import claims as claims_ledger

@@ -1,4 +1,4 @@
-"""Notebook 15's tables and figure: the two failing claims per variant of Table 1's refiner, and
+"""The diagnosis's tables and figure (notebook 15): the two failing claims per variant of Table 1's refiner, and
 Table 1's BNAdapt rows over seeds beside the paper's mean +- std.
 
 Failing quantities (each mean over the corruptions, with its standard error,
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from dartlib.analysis.noise import Estimate, Outcomes, difference
-from dartlib.experiments.diagnosis import (DIAGNOSIS_IRS, DIAGNOSIS_RHO, HELDOUT_STREAM_SEEDS,
+from dartlib.studies.diagnosis import (DIAGNOSIS_IRS, DIAGNOSIS_RHO, HELDOUT_STREAM_SEEDS,
                                          HELDOUT_STREAM_VARIANTS, SEED_GROUPS, VARIANTS, variant)
 from dartlib.reporting.figures import WIDTH, save_figure
 from dartlib.reporting.paper import load_table
@@ -129,7 +129,7 @@ def heldout_stream_table(*, rows: pd.DataFrame, outcomes: Outcomes | None = None
 
 def batch_shape_table(*, shapes: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """The intermediate batches of each variant (with results) that changes them
-    (:func:`dartlib.experiments.diagnosis.intermediate_batch_shapes`: D_int, batch, chunk, the largest
+    (:func:`dartlib.studies.diagnosis.intermediate_batch_shapes`: D_int, batch, chunk, the largest
     class's share, classes per batch, one-class batches) beside what g_phi then does: the rho = 1
     cost, the IR 5000 margin and the rho = 100 gain (mean over corruptions ± SE), sorted by the
     largest class's share."""

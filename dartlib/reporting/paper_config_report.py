@@ -1,6 +1,6 @@
 """Table 1 and CIFAR-10C-imb at the paper's g_phi beside the profile's own refiner and the paper's
 numbers (notebook 06's section "At the paper's g_phi"; ``rows``: the grid's,
-:func:`dartlib.experiments.paper_config.paper_config_results`). Every number is a mean over the
+:func:`dartlib.studies.paper_config.paper_config_results`). Every number is a mean over the
 corruptions, with its SE from :mod:`dartlib.analysis.noise` (clustered by test image, paired for a
 gain, the seed spread added over g_phi seeds); a cell whose rows are not all there reads "not run
 (k of K)"."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dartlib.analysis.noise import NAN, Estimate, combination
-from dartlib.experiments.paper_config import PAPER_VARIANTS
+from dartlib.studies.paper_config import PAPER_VARIANTS
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.paper import load_table
 

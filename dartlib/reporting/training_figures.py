@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from dartlib.dart.refiner import batch_statistics
-from dartlib.experiments.intermediate_study import Stream
+from dartlib.studies.intermediate_training import Stream
 from dartlib.reporting.figures import WIDTH, confusion_heatmap, save_figure
 from dartlib.reporting.paper import load_table
 

@@ -7,7 +7,7 @@ samples, those still below E0 at the perturbed weights. With ``reset=True`` the 
 optimiser return to the source state when the moving average (momentum 0.9, started from the
 first value) of the second-pass loss falls below 0.2: the paper enables it "only for the
 experiments of online imbalance" (Appendix A, "SAR"), which is where our grids enable it
-(:mod:`dartlib.experiments.online`). DART's refiner keeps its state across such a reset.
+(:mod:`dartlib.studies.online_imbalance`). DART's refiner keeps its state across such a reset.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ BNAdapt+DART below NoAdapt at IR 50 and 5000) are attributed to its narrow backb
 tests that along two axes that need no new wide model (notebook 06, Section "backbone strength"):
 
 - width: ResNet-26 of width 8 beside the committed width 16, same recipe (``cpu``) and the same
-  alpha rule (:func:`dartlib.experiments.validation.choose_alpha`), at severity 5;
+  alpha rule (:func:`dartlib.studies.alpha_choice.choose_alpha`), at severity 5;
 - severity: the width-16 model on the 15 corruptions at severities 1 to 5 (a milder corruption
   is a stronger model for the same weights).
 

@@ -1,4 +1,4 @@
-"""Notebook 12's CIFAR-10.1-LT experiment (Table 1's natural-shift column): the profile's CIFAR-10
+"""CIFAR-10.1-LT, Table 1's natural-shift column (notebook 12): the profile's CIFAR-10
 source model and notebook 04's g_phi on the long-tailed subsets of CIFAR-10.1, every Table 1 method
 with and without DART (``results/<profile>/natural_shifts.csv``, resumable)."""
 
@@ -9,7 +9,7 @@ import pandas as pd
 from dartlib.data.sources import HOW_TO_GET, expected_path
 from dartlib.experiments.engine import prepare_context, run_cells
 from dartlib.experiments.settings import Settings
-from dartlib.experiments.table1 import table1_cells
+from dartlib.studies.table1 import table1_cells
 from dartlib.paths import results_dir
 
 

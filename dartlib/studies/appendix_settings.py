@@ -1,4 +1,4 @@
-"""Notebook 09's experiments (the appendix's further settings): CIFAR-10C-imb, mixed domains,
+"""The appendix's further settings (notebook 09): CIFAR-10C-imb, mixed domains,
 MEMO with stored or adapted BN, and g_phi trained on a condensed training set. The Table 1 context
 (source model and notebook 04's g_phi) serves every cell; cells run through the grid runner
 (``results/<profile>/more_settings.csv``, resumable)."""
@@ -13,7 +13,7 @@ import pandas as pd
 from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES, DataMissingError, Dataset
 from dartlib.dart.intermediate import load_or_train_refiner
-from dartlib.experiments.ablations import bnadapt_streams, evaluate_refiners
+from dartlib.studies.ablations import bnadapt_streams, evaluate_refiners
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings, dart_config

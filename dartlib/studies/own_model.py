@@ -1,4 +1,4 @@
-"""Notebook 16: DART on a classifier that is not one of the suite's, through the public API
+"""DART on a classifier that is not one of the suite's, through the public API
 (:func:`dartlib.dart.fit.fit_refiner`, :func:`dartlib.tta.wrap.wrap`).
 
 The classifier is torchvision's ResNet-18 as torchvision builds it (its ImageNet stem: a 7 x 7
@@ -136,7 +136,7 @@ def default_against_chosen(model: nn.Module, *, data: tuple[np.ndarray, np.ndarr
                            severity: int, rhos: list[float], stream_limit: int, batch_size: int, seed: int,
                            device: str) -> pd.DataFrame:
     """BNAdapt, and BNAdapt+DART with g_phi fitted at ``config``'s alpha (the paper's by default)
-    and at ``alpha`` (what :func:`dartlib.experiments.validation.select_alpha` picked), on the LT
+    and at ``alpha`` (what :func:`dartlib.studies.alpha_choice.select_alpha` picked), on the LT
     streams of :func:`before_after`: mean accuracy over corruptions per rho, then each DART's gain."""
     from dataclasses import replace
 

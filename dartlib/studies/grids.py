@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dartlib.experiments import backbone_study, diagnosis, jpeg_bound, online, paper_config, table1
+from dartlib.studies import backbone_strength, diagnosis, jpeg_bound, online_imbalance, paper_config, table1
 from dartlib.experiments.engine import prepare_context
 from dartlib.experiments.settings import Settings
 from dartlib.registry import Registry
@@ -33,9 +33,9 @@ GRIDS: Registry[GridSpec] = Registry("grid", {
     "note_report": GridSpec("06_table1_main", "Table 1's NOTE+DART cells with dart_use=report", prepare_context,
                             table1.profile_note_report_cells),
     "online_imbalance": GridSpec("11_online_imbalance", "CIFAR-10C-imb with DART and DART-split",
-                                 online.prepare_online_context, online.profile_cells, online.SHARED_RESULTS),
-    "backbone_study": GridSpec("14_backbone_study", "backbone width and severity", backbone_study.prepare_study_context,
-                               backbone_study.profile_cells),
+                                 online_imbalance.prepare_online_context, online_imbalance.profile_cells, online_imbalance.SHARED_RESULTS),
+    "backbone_study": GridSpec("14_backbone_study", "backbone width and severity", backbone_strength.prepare_study_context,
+                               backbone_strength.profile_cells),
     "jpeg_bound": GridSpec("06_table1_main", "the JPEG copy's bound: one more JPEG round trip of the test streams",
                            prepare_context, jpeg_bound.profile_cells, jpeg_bound.SHARED_RESULTS),
     "diagnosis": GridSpec("15_diagnosis", "Table 1's refiner varied one factor at a time, and over seeds",

@@ -28,8 +28,8 @@ from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, Dataset, expected_p
 from dartlib.experiments.grid import Cell, grid
 from dartlib.registry import Registry
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
-from dartlib.experiments.online import METHOD_OPTIONS as ONLINE_METHOD_OPTIONS
-from dartlib.experiments.table1 import TABLE1_METHODS
+from dartlib.studies.online_imbalance import METHOD_OPTIONS as ONLINE_METHOD_OPTIONS
+from dartlib.studies.table1 import TABLE1_METHODS
 
 
 @dataclass(frozen=True)

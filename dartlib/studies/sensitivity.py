@@ -1,4 +1,4 @@
-"""Notebook 08's experiments (the appendix's sensitivity tables): g_phi trained with alpha (the
+"""The appendix's sensitivity tables (notebook 08): g_phi trained with alpha (the
 weight of L_bal, Eq. 3), the intermediate batch size x hidden width and the number of
 intermediate epochs changed one at a time, BNAdapt (+DART) on the LT streams, TENT (+DART) through
 the grid runner, and every method per test batch size on balanced streams."""
@@ -11,8 +11,8 @@ import pandas as pd
 
 from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
-from dartlib.experiments.ablation_study import ablation_base_config
-from dartlib.experiments.ablations import Stream, bnadapt_streams, evaluate_refiners
+from dartlib.studies.ablations import ablation_base_config
+from dartlib.studies.ablations import Stream, bnadapt_streams, evaluate_refiners
 from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells
 from dartlib.experiments.grid import grid, parse_params
 from dartlib.experiments.settings import Settings

@@ -5,15 +5,22 @@ without DART-split (the appendix table of DART-split with TTA methods).
 
 The cells and the shared context are built here so that the notebook and the sharded CLI grid
 (``python -m dartlib grid online_imbalance``) compute the same cells into the same results file.
-"""
+
+Table 2 and Appendix B's experiment (notebook 11): the profile's online-imbalance streams with
+DART and DART-split, through the grid runner (``results/<profile>/online_imbalance.csv``,
+resumable; ``python -m dartlib grid online_imbalance`` computes the same cells outside the notebook)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from dartlib.experiments.engine import TestTimeContext, paired
+import pandas as pd
+
+from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
+from dartlib.paths import results_dir
+
 
 # Results files (beside this grid's) whose rows of the same cells, with the same input digests, are
 # borrowed rather than computed: notebook 09's CIFAR-10C-imb table runs the same NoAdapt and BNAdapt(+DART) streams.
@@ -75,3 +82,12 @@ def profile_cells(settings: Settings) -> list[Cell]:
                         online_irs=settings["online_irs"], imb_subset_size=settings["imb_subset_size"],
                         online_corruptions=settings["online_corruptions"],
                         split_tta_corruptions=settings["split_tta_corruptions"], seed=settings["seed"])
+
+
+def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
+    """Every cell of :func:`dartlib.studies.online_imbalance.profile_cells` for the profile."""
+    out = results_dir(settings.profile)
+    cells = profile_cells(settings)
+    # notebook 09's rows of the same streams are copied, not recomputed
+    return run_cells(cells, context, path=out / "online_imbalance.csv", experiment="online_imbalance",
+                     progress=settings.profile != "smoke", reuse=[out / name for name in SHARED_RESULTS])

@@ -19,10 +19,10 @@ the online-imbalance grids' files (:data:`SHARED_RESULTS`)."""
 
 from __future__ import annotations
 
-from dartlib.experiments.diagnosis import SEED_GROUPS, variant_config
+from dartlib.studies.diagnosis import SEED_GROUPS, variant_config
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
-from dartlib.experiments.table1 import TABLE1_METHODS
+from dartlib.studies.table1 import TABLE1_METHODS
 
 PAPER_VARIANTS: tuple[str, ...] = SEED_GROUPS["paper"]
 # in this order: the files whose rows carry per-image outcomes first

@@ -38,7 +38,8 @@ def child(steps: int) -> None:
 
     from dartlib.data import load
     from dartlib.models.backbones import build
-    from dartlib.models.training import RECIPES, _augment, to_tensor
+    from dartlib.data.augmentation import augment, to_tensor
+    from dartlib.models.training import RECIPES
 
     if os.environ.get("PIN_DETERMINISTIC"):
         torch.use_deterministic_algorithms(True)
@@ -57,7 +58,7 @@ def child(steps: int) -> None:
     start = time.perf_counter()
     for i in range(steps):
         idx = order[i * rec.batch_size : (i + 1) * rec.batch_size]
-        x = _augment(to_tensor(train.images[idx.numpy()]), rec.augmentation, gen)
+        x = augment(to_tensor(train.images[idx.numpy()]), kind=rec.augmentation, generator=gen)
         loss = torch.nn.functional.cross_entropy(model(x), labels[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -163,10 +163,17 @@ def notebook_parameters(paths: Iterable[Path] | None = None) -> dict[str, tuple[
             if "parameters" not in cell.get("metadata", {}).get("tags", []):
                 continue
             source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            for node in ast.parse(source).body:
-                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                    target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
-                    found.setdefault(target.id, (ast.literal_eval(node.value), Path(path).stem))
+            for name, value in parameter_assignments(source):
+                found.setdefault(name, (ast.literal_eval(value), Path(path).stem))
+    return found
+
+
+def parameter_assignments(source: str) -> list[tuple[str, ast.expr]]:
+    """(name, value node) of each ``name = value`` or ``name: type = value`` of a parameters cell."""
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            found.append(((node.target if isinstance(node, ast.AnnAssign) else node.targets[0]).id, node.value))
     return found
 
 
@@ -196,19 +203,19 @@ def sync_parameters_cells(*, write: bool, paths: Iterable[Path] | None = None) -
         for cell in nb.cells:
             if "parameters" not in cell.metadata.get("tags", []):
                 continue
-            lines = cell.source.split("\n")
-            for node in ast.parse(cell.source).body:
-                if not isinstance(node, ast.AnnAssign | ast.Assign) or node.value is None:
+            lines, here = cell.source.split("\n"), []
+            # last first, so that a value rewritten on fewer lines leaves the earlier line numbers valid
+            for name, value in reversed(parameter_assignments(cell.source)):
+                if name not in smoke or ast.literal_eval(value) == smoke[name]:
                     continue
-                name = (node.target if isinstance(node, ast.AnnAssign) else node.targets[0]).id
-                if name not in smoke or ast.literal_eval(node.value) == smoke[name]:
-                    continue
-                line, value = lines[node.lineno - 1], node.value
                 new = python_literal(smoke[name])
-                lines[node.lineno - 1] = line[:value.col_offset] + new + line[value.end_col_offset:]
-                changed.append(f"{path.stem}: {name} {ast.get_source_segment(cell.source, value)} -> {new}")
+                first, last = lines[value.lineno - 1], lines[value.end_lineno - 1]
+                lines[value.lineno - 1:value.end_lineno] = [first[:value.col_offset] + new + last[value.end_col_offset:]]
+                here.insert(0, f"{path.stem}: {name} {ast.get_source_segment(cell.source, value)} -> {new}")
+            if here:
+                cell.source = "\n".join(lines)
+                changed += here
                 edited = True
-            cell.source = "\n".join(lines)
         if edited and write:
             nbformat.write(nb, path)
     return changed

@@ -578,6 +578,7 @@ def run_cells(cells: Iterable[Cell], context: TestTimeContext | Callable[[Cell],
                                   experiment=experiment, progress=progress, inputs=lambda c: context_of(c).inputs(c),
                                   reuse=reuse)
 
+
 def _resident_correct(cell: Cell, context: TestTimeContext, images: torch.Tensor, labels: torch.Tensor,
                      order: np.ndarray, *, batch_size: int) -> np.ndarray:
     """Whether ``cell``'s adapter classifies each image of its stream correctly (stream order), the

@@ -34,18 +34,23 @@ def load_weights(path: Path | str, *, map_location: str = "cpu", required: tuple
     from torch.torch_version import TorchVersion
 
     path = Path(path)
-    remedy = _damaged_remedy(path)
     try:
         with torch.serialization.safe_globals([TorchVersion]):
             blob = torch.load(path, map_location=map_location, weights_only=True)
     except (RuntimeError, OSError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as err:
         if not path.is_file():
             raise
-        raise DamagedFileError(path, f"not a readable checkpoint ({type(err).__name__}: {str(err)[:120]})", remedy) from None
+        raise _failure(DamagedFileError, path, f"not a readable checkpoint ({type(err).__name__}: {str(err)[:120]})") from None
     missing = [k for k in required if not isinstance(blob, dict) or k not in blob]
     if missing:
-        raise DamagedFileError(path, f"lacks the entries {missing}", remedy)
+        raise _failure(DamagedFileError, path, f"lacks the entries {missing}")
     return blob
+
+
+def _failure(kind: type[DamagedFileError], path: Path | str, problem: str) -> DamagedFileError:
+    """The error to raise for a file that failed a check, with its remedy; the remedy (a git call)
+    is worked out only here, when a check fails, never on a good file's read."""
+    return kind(path, problem, _damaged_remedy(Path(path)))
 
 
 def _damaged_remedy(path: Path) -> str:
@@ -130,45 +135,43 @@ def check_source_meta(path: Path, meta: object, *, expect: dict | None = None) -
     from dartlib.models.backbones import ARCHITECTURES
 
     path = Path(path)
-    remedy = _damaged_remedy(path)
     if not isinstance(meta, dict):
-        raise DamagedFileError(path, f"its metadata is {type(meta).__name__}, not a mapping", remedy)
+        raise _failure(DamagedFileError, path, f"its metadata is {type(meta).__name__}, not a mapping")
     arch, classes = meta.get("arch"), meta.get("num_classes")
     if not isinstance(arch, str) or arch.removesuffix("-imagenet") not in ARCHITECTURES:
-        raise CheckpointMismatchError(path, f"its metadata names architecture {arch!r}, not one of "
-                                            f"{', '.join(ARCHITECTURES)}", remedy)
+        raise _failure(CheckpointMismatchError, path, f"its metadata names architecture {arch!r}, not one of "
+                                            f"{', '.join(ARCHITECTURES)}")
     if not isinstance(classes, int) or isinstance(classes, bool) or classes < 1:
-        raise CheckpointMismatchError(path, f"its metadata gives num_classes {classes!r}, not a positive integer", remedy)
+        raise _failure(CheckpointMismatchError, path, f"its metadata gives num_classes {classes!r}, not a positive integer")
     if all(k in meta for k in _NAME_KEYS) and re.search(r"-seed\d+(\.partial)?\.pt$", path.name):
         named = checkpoint_path(dataset=meta["dataset"], arch=arch, recipe=meta["recipe"], seed=meta["seed"],
                                 split=meta.get("train_split", "train"), directory=path.parent)
         if named.name != path.name:
-            raise CheckpointMismatchError(path, f"it holds {arch} trained on {meta['dataset']} (recipe {meta['recipe']}, "
-                                                f"seed {meta['seed']}), which would be named {named.name}", remedy)
+            raise _failure(CheckpointMismatchError, path, f"it holds {arch} trained on {meta['dataset']} (recipe {meta['recipe']}, "
+                                                f"seed {meta['seed']}), which would be named {named.name}")
     differ = [f"{key} {meta.get(key)!r} where {value!r} is asked for" for key, value in (expect or {}).items()
               if meta.get(key) != value]
     if differ:
-        raise CheckpointMismatchError(path, "its metadata has " + ", ".join(differ), remedy)
+        raise _failure(CheckpointMismatchError, path, "its metadata has " + ", ".join(differ))
 
 
 def check_state_shapes(path: Path, meta: dict, wanted: dict, saved: object) -> None:
     """Raise :class:`CheckpointMismatchError` unless ``saved`` holds exactly the entries of
     ``wanted`` (a freshly built model's state), each of the same shape."""
-    remedy = _damaged_remedy(Path(path))
     what = f"{meta['arch']} with {meta['num_classes']} classes (as its metadata says)"
     if not isinstance(saved, dict) or not all(isinstance(v, torch.Tensor) for v in saved.values()):
-        raise DamagedFileError(path, "its 'model' entry is not a mapping of tensors", remedy)
+        raise _failure(DamagedFileError, path, "its 'model' entry is not a mapping of tensors")
     missing = [k for k in wanted if k not in saved]
     unexpected = [k for k in saved if k not in wanted]
     if missing or unexpected:
-        raise CheckpointMismatchError(path, f"its weights are not those of {what}: {len(missing)} entries missing"
+        raise _failure(CheckpointMismatchError, path, f"its weights are not those of {what}: {len(missing)} entries missing"
                                             f"{f' (first {missing[0]})' if missing else ''}, {len(unexpected)} unexpected"
-                                            f"{f' (first {unexpected[0]})' if unexpected else ''}", remedy)
+                                            f"{f' (first {unexpected[0]})' if unexpected else ''}")
     shapes = [(k, list(saved[k].shape), list(v.shape)) for k, v in wanted.items() if saved[k].shape != v.shape]
     if shapes:
         name, got, need = shapes[0]
         more = f" ({len(shapes)} entries differ)" if len(shapes) > 1 else ""
-        raise CheckpointMismatchError(path, f"weight {name} has shape {got}, {what} needs {need}{more}", remedy)
+        raise _failure(CheckpointMismatchError, path, f"weight {name} has shape {got}, {what} needs {need}{more}")
 
 
 def load_checkpoint(path: Path | str, *, device: str = "cpu", expect: dict | None = None) -> tuple[nn.Module, dict]:

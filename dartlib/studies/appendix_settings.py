@@ -13,12 +13,12 @@ import pandas as pd
 from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES, DataMissingError, Dataset
 from dartlib.dart.intermediate import load_or_train_refiner
-from dartlib.studies.ablations import bnadapt_streams, evaluate_refiners
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.models.training import train_source
 from dartlib.paths import results_dir
+from dartlib.studies.ablations import bnadapt_streams, evaluate_refiners
 
 
 def cells_for(settings: Settings, *, shift: str, params: Sequence, corruptions: Sequence[str],

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dartlib.studies import backbone_strength, diagnosis, jpeg_bound, online_imbalance, paper_config, table1
 from dartlib.experiments.engine import prepare_context
 from dartlib.experiments.settings import Settings
 from dartlib.registry import Registry
+from dartlib.studies import backbone_strength, diagnosis, jpeg_bound, online_imbalance, paper_config, table1
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ the online-imbalance grids' files (:data:`SHARED_RESULTS`)."""
 
 from __future__ import annotations
 
-from dartlib.studies.diagnosis import SEED_GROUPS, variant_config
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
+from dartlib.studies.diagnosis import SEED_GROUPS, variant_config
 from dartlib.studies.table1 import TABLE1_METHODS
 
 PAPER_VARIANTS: tuple[str, ...] = SEED_GROUPS["paper"]

@@ -11,13 +11,12 @@ import pandas as pd
 
 from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
-from dartlib.studies.ablations import ablation_base_config
-from dartlib.studies.ablations import Stream, bnadapt_streams, evaluate_refiners
 from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells
 from dartlib.experiments.grid import grid, parse_params
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
 from dartlib.paths import results_dir
+from dartlib.studies.ablations import Stream, ablation_base_config, bnadapt_streams, evaluate_refiners
 
 
 def refiner_changes(settings: Settings) -> dict[str, dict]:

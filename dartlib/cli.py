@@ -950,7 +950,8 @@ def _parser_claims(sub) -> None:
 def _parser_grid(sub) -> None:
     grid_ = sub.add_parser("grid", help="compute a notebook's experiment grid outside the notebook (resumable, shardable)")
     grid_.add_argument("experiment", help="a grid of dartlib.studies.grids.GRIDS: table1, note_report, "
-                                          "online_imbalance, backbone_study, diagnosis (an unknown name lists them)")
+                                          "online_imbalance, ablations, backbone_study, jpeg_bound, diagnosis, paper_config "
+                                          "(an unknown name lists them)")
     grid_.add_argument("--profile", default=DEFAULT_PROFILE, help=PROFILE_HELP)
     grid_.add_argument("--shard", help="i/n: run every n-th cell starting at i (workers share the results file)")
     grid_.add_argument("--threads", type=positive_int, help="torch CPU threads for this process")

@@ -13,6 +13,8 @@ from dartlib.dart.refiner import DartConfig
 from dartlib.data.sources import Dataset
 from dartlib.dart.intermediate import train_refiner
 from dartlib.models.backbones import small_cnn
+from dartlib.experiments.engine import TestTimeContext, run_cells
+from dartlib.experiments.grid import grid
 from dartlib.registry import UnknownNameError
 
 
@@ -59,3 +61,39 @@ def test_every_variant_trains_and_refines_the_shared_streams(tiny_corrupted):
     identity = train_refiner(model, train, replace(base, epochs=1), progress=False, max_steps=0)[0]
     for stream in streams:
         assert refined_accuracy(stream, identity) == refined_accuracy(stream, None)
+
+
+def test_the_engines_cells_give_the_shared_streams_numbers_for_every_variant(tiny_corrupted, tmp_path):
+    """Notebook 07's cells run through the engine (keyed rows, f_theta0_bar shared) give, variant
+    by variant and stream by stream, the accuracies of the precomputed-stream path, the additive
+    variant (which refines the penultimate features) included."""
+    torch.manual_seed(0)
+    model = small_cnn(10, width=4).eval()
+    with torch.no_grad():  # an untrained net predicts one class; these weights make it predict several
+        model.head.bias.zero_()
+        model.head.weight.mul_(20)
+    rng = np.random.default_rng(1)
+    train = Dataset("fmnist", "train", rng.integers(0, 255, size=(400, 32, 32, 3), dtype=np.uint8),
+                    np.repeat(np.arange(10), 40).astype(np.int64), tuple(str(i) for i in range(10)))
+    base = DartConfig(epochs=1, hidden=16, n_dir=4, batch_size=16)
+    refiners = {name: train_refiner(model, train, variant_config(name, base), progress=False, max_steps=3)[0]
+                for name in VARIANTS}
+    with torch.no_grad():  # g_phi pushed away from the identity, so that every variant moves predictions
+        for refiner in refiners.values():
+            for p in refiner.module.parameters():
+                p.add_(torch.randn_like(p) * 0.5)
+    streams = bnadapt_streams(model, dataset="fmnistc", corruptions=["gaussian_noise"],
+                              shifts={"lt": [10.0], "online-imb": [20.0]}, batch_size=50, subset_size=20)
+    direct = evaluate_refiners(streams, {"none": None, **refiners}, dataset="fmnistc", experiment="t")
+    cells = (grid(dataset=["fmnistc"], shift=["lt"], shift_param=[10.0], corruption=["gaussian_noise"], severity=[5],
+                  method=["bnadapt"], refiner=["none", *VARIANTS])
+             + grid(dataset=["fmnistc"], shift=["online-imb"], shift_param=[20.0], corruption=["gaussian_noise"],
+                    severity=[5], method=["bnadapt"], refiner=["none", *VARIANTS], params=["subset=20"]))
+    context = TestTimeContext(source=model, refiner=None, refiners=refiners, batch_size=50, device="cpu")
+    rows = run_cells(cells, context, path=tmp_path / "ablations.csv", experiment="t", progress=False)
+    assert list(rows.refiner) == list(direct.refiner) and len(rows) == 2 * (len(VARIANTS) + 1)
+    # rows are stored with 4 decimals; one image of these streams is 0.4 points or more
+    np.testing.assert_allclose(rows.accuracy.to_numpy(float), direct.accuracy.to_numpy(float), atol=1e-4)
+    additive = rows[rows.refiner == "dart-additive"].accuracy.to_numpy(float)
+    assert (np.abs(additive - rows[rows.refiner == "none"].accuracy.to_numpy(float)) > 1).any()
+    assert rows.accuracy.nunique() > 8  # the variants differ: a refiner left out or mixed up would show

@@ -233,6 +233,12 @@ class Refiner:
     def reset(self) -> None:
         self._temperatures.clear()
 
+    @property
+    def reads_features(self) -> bool:
+        """Whether it refines the penultimate features rather than the logits (the additive
+        variant of Table 5): its caller passes ``features=``."""
+        return self.config.outputs == "additive"
+
     def to(self, device: str | torch.device) -> Refiner:
         """Move g_phi (and the detector and head, where present) to ``device``, in place."""
         self.module.to(device)

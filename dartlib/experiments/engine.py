@@ -601,14 +601,15 @@ def _resident_correct(cell: Cell, context: TestTimeContext, images: torch.Tensor
 
 
 def prepare_context(
-    *, settings: Settings, with_note: bool = True, device: str | None = None, progress: bool = False,
-    trained_only: bool = False,
+    *, settings: Settings, with_note: bool = True, with_refiner: bool = True, device: str | None = None,
+    progress: bool = False, trained_only: bool = False,
 ) -> tuple[TestTimeContext, dict]:
     """What every Table 1 cell of a profile shares: the source model (trained if absent), the
     refiner of notebook 04 (trained if absent), NOTE's IABN model, the corrupted test sets
     (generated if absent), all from ``settings`` (a profile's or a notebook's values; the g_phi
     settings through :meth:`Settings.dart_config`). ``with_note=False`` skips the IABN model
-    where NOTE is not run. Returns the context and the source checkpoint's metadata. ``device``
+    where NOTE is not run; ``with_refiner=False`` the refiner of notebook 04 where a study brings
+    its own (:meth:`TestTimeContext.variant`). Returns the context and the source checkpoint's metadata. ``device``
     (default :func:`dartlib.devices.default_device`: the GPU when there is one) is where g_phi and
     NOTE's IABN model train and where every cell adapts; the context's own source model stays on
     the CPU.
@@ -628,7 +629,7 @@ def prepare_context(
     source_dataset, seed = settings["source_dataset"], settings["seed"]
     if trained_only:
         checkpoint = settings.checkpoint()
-        needed = [checkpoint, refiner_path(checkpoint, config)]
+        needed = [checkpoint] + ([refiner_path(checkpoint, config)] if with_refiner else [])
         if with_note:
             needed.append(iabn_path(checkpoint, epochs=settings["note_finetune_epochs"],
                                     per_class=settings["note_per_class"] or None))
@@ -642,7 +643,9 @@ def prepare_context(
     model, meta = load_checkpoint(checkpoint)
     if train is not None:
         check_training_data(checkpoint=checkpoint, meta=meta, train=train)
-    refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
+    refiner = None
+    if with_refiner:
+        refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
     iabn = None
     if with_note:
         iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=settings["note_finetune_epochs"],

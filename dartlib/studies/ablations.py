@@ -8,7 +8,9 @@ so the streams are computed once and every refiner is applied to them.
 
 The experiment of Tables 3-5 and Appendix B (notebook 07): every DART variant of
 :data:`dartlib.studies.ablations.VARIANTS` trained with the same intermediate settings, then
-BNAdapt with each on the same LT and online-imbalance streams."""
+BNAdapt with each on the same LT and online-imbalance streams, cells of the engine
+(:func:`ablation_cells`, ``python -m dartlib grid ablations``): keyed, resumable rows with per-image
+outcomes, f_theta0_bar's forward shared by the variants of a stream."""
 
 from __future__ import annotations
 
@@ -22,12 +24,13 @@ from torch import nn
 from tqdm import tqdm
 
 from dartlib import devices
-from dartlib.dart.intermediate import load_or_train_refiners
+from dartlib.dart.intermediate import load_or_train_refiners, refiner_path
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
 from dartlib.data.protocols import TEST_BATCH_SIZE
+from dartlib.experiments.engine import TestTimeContext, prepare_context, require_trained, run_cells
+from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings, dart_config
-from dartlib.experiments.source_setup import SourceSetup
 from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.models.evaluation import stream_accuracy, stream_features
 from dartlib.paths import results_dir
@@ -141,16 +144,43 @@ def ablation_base_config(settings: Settings):
                        epochs=settings["ablation_epochs"], per_class=settings["ablation_per_class"] or None)
 
 
-def train_variants(*, settings: Settings, setup: SourceSetup) -> dict[str, Refiner]:
-    """Every variant's g_phi by name (loaded when saved beside the checkpoint); DART-split's with
-    the profile's test-time temperature (Appendix B)."""
+def prepare_ablation_context(
+    *, settings: Settings, device: str | None = None, progress: bool = False, trained_only: bool = False,
+) -> tuple[TestTimeContext, dict]:
+    """The profile's context (:func:`dartlib.experiments.engine.prepare_context`, without NOTE's
+    IABN model or notebook 04's refiner) with every variant's g_phi by name, trained with the same
+    intermediate settings (variants that read the same intermediate batches train in one pass of
+    the frozen classifier; loaded when saved beside the checkpoint); DART-split's applied with the
+    profile's test-time temperature (Appendix B). ``trained_only``: load them and compute nothing."""
+    context, meta = prepare_context(settings=settings, with_note=False, with_refiner=False, device=device,
+                                    progress=progress, trained_only=trained_only)
     base = ablation_base_config(settings)
-    # variants that read the same intermediate batches train together, one pass of the frozen classifier
-    trained = load_or_train_refiners(setup.checkpoint, setup.model, setup.train,
-                                     [variant_config(name, base) for name in VARIANTS], progress=False)
+    configs = [variant_config(name, base) for name in VARIANTS]
+    checkpoint = settings.checkpoint()
+    if trained_only:
+        require_trained([refiner_path(checkpoint, config) for config in configs])
+    train = None if trained_only else load(settings["source_dataset"], split="train")
+    trained = load_or_train_refiners(checkpoint, context.source, train, configs, device=context.device,
+                                     progress=progress)
     refiners = {name: refiner for name, (refiner, _) in zip(VARIANTS, trained)}
     refiners["dart-split"].temperature = settings["split_temperature"]
-    return refiners
+    return context.variant(refiners=refiners), meta
+
+
+def ablation_cells(settings: Settings) -> list[Cell]:
+    """BNAdapt alone and with every variant of :data:`VARIANTS` on the CIFAR-10C-LT (``lt_rhos``)
+    and CIFAR-10C-imb (``imb_irs``, subsets of ``imb_subset_size``) streams of every
+    ``ablation_corruptions``, stream by stream."""
+    common = dict(dataset=[settings["corrupted_dataset"]], severity=[settings["severity"]], method=["bnadapt"],
+                  refiner=["none", *VARIANTS], seed=[settings["seed"]])
+    cells = []
+    for corruption in settings["ablation_corruptions"]:
+        cells += grid(corruption=[corruption], shift=["lt"], shift_param=[float(r) for r in settings["lt_rhos"]],
+                      **common)
+        cells += grid(corruption=[corruption], shift=["online-imb"],
+                      shift_param=[float(r) for r in settings["imb_irs"]],
+                      params=[f"subset={settings['imb_subset_size']}"], **common)
+    return cells
 
 
 def stream_column(frame: pd.DataFrame) -> list[str]:
@@ -158,20 +188,12 @@ def stream_column(frame: pd.DataFrame) -> list[str]:
     return [f"{'LT' if s == 'lt' else 'imb'} {p:g}" for s, p in zip(frame["shift"], frame.shift_param)]
 
 
-def run_ablations(*, settings: Settings, setup: SourceSetup, refiners: dict[str, Refiner]) -> pd.DataFrame:
-    """BNAdapt alone and with every variant on the LT and online-imbalance streams, one row per
-    cell (written to ``results/<profile>/ablations.csv``), with each row's table ``column``."""
-    dataset, severity, seed = settings["corrupted_dataset"], settings["severity"], settings["seed"]
-    streams = bnadapt_streams(setup.model, dataset=dataset, corruptions=settings["ablation_corruptions"],
-                              shifts={"lt": settings["lt_rhos"], "online-imb": settings["imb_irs"]},
-                              severity=severity, seed=seed, batch_size=settings["test_batch_size"],
-                              subset_size=settings["imb_subset_size"])
-    results = evaluate_refiners(streams, {"none": None, **refiners}, dataset=dataset, experiment="ablations",
-                                severity=severity, seed=seed)
-    results["column"] = stream_column(results)
-    results.drop(columns="column").to_csv(results_dir(settings.profile) / "ablations.csv", index=False,
-                                          float_format="%.4f")
-    return results
+def run_ablations(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
+    """Every cell of :func:`ablation_cells` (``results/<profile>/ablations.csv``, keyed and
+    resumable), with each row's table ``column``."""
+    results = run_cells(ablation_cells(settings), context, path=results_dir(settings.profile) / "ablations.csv",
+                        experiment="ablations", progress=settings.profile != "smoke")
+    return results.assign(column=stream_column(results))
 
 
 def mean_accuracy(results: pd.DataFrame) -> pd.DataFrame:

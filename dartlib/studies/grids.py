@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dartlib.experiments.engine import prepare_context
 from dartlib.experiments.settings import Settings
 from dartlib.registry import Registry
-from dartlib.studies import backbone_strength, diagnosis, jpeg_bound, online_imbalance, paper_config, table1
+from dartlib.studies import ablations, backbone_strength, diagnosis, jpeg_bound, online_imbalance, paper_config, table1
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ GRIDS: Registry[GridSpec] = Registry("grid", {
                             table1.profile_note_report_cells),
     "online_imbalance": GridSpec("11_online_imbalance", "CIFAR-10C-imb with DART and DART-split",
                                  online_imbalance.prepare_online_context, online_imbalance.profile_cells, online_imbalance.SHARED_RESULTS),
+    "ablations": GridSpec("07_ablations", "BNAdapt with every DART variant of Tables 3-5 and DART-split",
+                          ablations.prepare_ablation_context, ablations.ablation_cells),
     "backbone_study": GridSpec("14_backbone_study", "backbone width and severity", backbone_strength.prepare_study_context,
                                backbone_strength.profile_cells),
     "jpeg_bound": GridSpec("06_table1_main", "the JPEG copy's bound: one more JPEG round trip of the test streams",

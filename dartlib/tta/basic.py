@@ -73,7 +73,11 @@ class BNAdapt(Adapter):
         if self.source is None:
             return self.model(x)
         logits = self.source(x)
-        return logits if self.refiner is None else self.refiner(logits, logits)
+        if self.refiner is None:
+            return logits
+        # the additive variant (Table 5) refines the penultimate features of the same forward
+        features = self.model.features(x) if self.refiner.reads_features else None
+        return self.refiner(logits, logits, features=features)
 
     def share_source(self, source_logits: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """BNAdapt's own forward is f_theta0_bar's, with or without a refiner: read it from the

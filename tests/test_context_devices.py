@@ -17,7 +17,6 @@ import pytest
 import torch
 
 from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
-from dartlib.experiments import engine
 from dartlib.studies import ablations, appendix_settings, sensitivity
 from dartlib.experiments.engine import TestTimeContext
 from dartlib.experiments.settings import Settings
@@ -72,6 +71,13 @@ def test_a_variant_keeps_device_and_precision_and_copies_its_dictionaries():
         base.variant(batch=16)
 
 
+def test_variants_of_one_source_share_its_memo_and_others_do_not():
+    base = TestTimeContext(source=small_cnn(10, width=4).eval(), refiner=_refiner(), device="cpu")
+    same, other = base.variant(refiner=None), base.variant(source=small_cnn(10, width=4).eval())
+    assert same.shared_source() is base.shared_source() is same.variant(batch_size=16).shared_source()
+    assert other.shared_source() is not base.shared_source()
+
+
 def _former(source, refiner, *, batch_size: int, options: dict | None = None) -> TestTimeContext:
     """A context as notebooks 08 and 09 built theirs by hand before (on the CPU)."""
     return TestTimeContext(source=source, refiner=refiner, batch_size=batch_size, device="cpu", options=options or {})
@@ -118,18 +124,18 @@ def test_notebook_09_condensed_refiners_train_and_run_on_the_contexts_device(sen
     monkeypatch.setattr(appendix_settings, "load", lambda *args, **kwargs: train)
     monkeypatch.setattr(appendix_settings, "SOURCES", {})  # no condensed set: only the random subset's g_phi
     monkeypatch.setattr(appendix_settings, "load_or_train_refiner", recorded("refiner", lambda: (_refiner(), {})))
-    monkeypatch.setattr(appendix_settings, "bnadapt_streams", recorded("streams", []))
-    monkeypatch.setattr(appendix_settings, "evaluate_refiners", recorded("refiners", pd.DataFrame))
+    monkeypatch.setattr(appendix_settings, "run_cells", lambda cells, context, **kw: devices.update(
+        cells=context.device, refiners={c.refiner for c in cells} - set(context.refiners)))
     monkeypatch.setattr(appendix_settings, "results_dir", lambda profile: tmp_path)
     appendix_settings.run_condensed(settings=s, context=context)
-    assert devices == {"train_source": sentinel, "refiner": sentinel, "streams": sentinel, "refiners": sentinel}
+    assert devices == {"train_source": sentinel, "refiner": sentinel, "cells": sentinel, "refiners": {"none", "dart"}}
 
 
-def test_notebook_08_contexts_streams_and_refiners_are_on_the_machines_device(sentinel, tiny_corrupted, tmp_path,
+def test_notebook_08_contexts_and_refiners_are_on_the_machines_device(sentinel, tiny_corrupted, tmp_path,
                                                                               monkeypatch):
-    """prepare_sensitivity trains g_phi, computes the streams and makes the context on the machine's
-    device; the alpha table's and the test-batch table's contexts derive from that context, with
-    the input digests the hand-built ones gave."""
+    """prepare_sensitivity trains g_phi and makes the context on the machine's device; every table's
+    cells (BNAdapt's and TENT's alpha cells, the epochs cells on CIFAR-10C-imb, the test-batch cells)
+    run on contexts derived from it, with the input digests the hand-built ones gave."""
     s = _settings()
     source = small_cnn(10, width=4).eval()
     calls = []
@@ -138,17 +144,7 @@ def test_notebook_08_contexts_streams_and_refiners_are_on_the_machines_device(se
         calls.append(("refiners", device))
         return [(_refiner(c.alpha), {}) for c in configs]
 
-    def streams(model, *, device=None, **_):
-        calls.append(("streams", device))
-        return []
-
-    def evaluate(streams, named, *, device=None, **_):
-        calls.append(("evaluate", device))
-        return pd.DataFrame({"refiner": list(named), "params": ""})
-
-    for name, fake in (("load_or_train_refiners", refiners), ("bnadapt_streams", streams),
-                       ("evaluate_refiners", evaluate)):
-        monkeypatch.setattr(sensitivity, name, fake)
+    monkeypatch.setattr(sensitivity, "load_or_train_refiners", refiners)
     monkeypatch.setattr(sensitivity, "results_dir", lambda profile: tmp_path)
     grids = []
     def inputs_of(context):
@@ -164,14 +160,16 @@ def test_notebook_08_contexts_streams_and_refiners_are_on_the_machines_device(se
     sensitivity.run_alpha(study)
     sensitivity.run_epochs_imb(study)
     sensitivity.run_test_batches(study)
-    assert calls and all(device == sentinel for _, device in calls), calls
-    assert {what for what, _ in calls} == {"refiners", "streams", "evaluate"}
-    (alpha_cells, alpha_inputs), (batch_cells, batch_inputs) = grids
+    assert calls == [("refiners", sentinel)], calls
+    (bn_cells, bn_inputs), (alpha_cells, alpha_inputs), (imb_cells, imb_inputs), (batch_cells, batch_inputs) = grids
     batch = s["test_batch_size"]
-    for cell in alpha_cells:
-        alpha = cell.options.get("alpha")
-        former = _former(source, None if alpha is None else study.refiners[f"alpha={alpha}"], batch_size=batch)
-        assert alpha_inputs(cell) == former.inputs(cell)
+    for cells, inputs, prefix in ((bn_cells, bn_inputs, "alpha"), (alpha_cells, alpha_inputs, "alpha"),
+                                  (imb_cells, imb_inputs, "epochs")):
+        assert {c.refiner for c in cells} == {"none", "dart"}
+        for cell in cells:
+            value = cell.options.get(prefix)
+            refiner = None if cell.refiner == "none" else study.refiners[f"{prefix}={value}"]
+            assert inputs(cell) == _former(source, refiner, batch_size=batch).inputs(cell)
     for cell in batch_cells:
         assert batch_inputs(cell) == _former(source, study.refiners["base"], batch_size=batch).inputs(cell)
 
@@ -190,23 +188,11 @@ class _Recorder:
         pass
 
 
-def test_bn_adapted_streams_and_refiners_default_to_the_machines_device(sentinel, monkeypatch):
+def test_bn_adapted_streams_default_to_the_machines_device(sentinel, monkeypatch):
     frozen = _Recorder()
     monkeypatch.setattr(ablations, "frozen_bn_adapted", lambda model: frozen)
     assert ablations.bnadapt_streams(torch.nn.Identity(), dataset="fmnistc", corruptions=[], shifts={}) == []
     assert frozen.moved_to == [sentinel]
-    refiner, moved = _Recorder(), []
-    monkeypatch.setattr(ablations, "stream_on", lambda stream, device: moved.append(device) or stream)
-    monkeypatch.setattr(ablations, "refined_accuracy", lambda stream, refiner: 50.0)
-    stream = ablations.Stream("lt", 10.0, "fog", np.zeros(4, np.int64), [], [], 4)
-    frame = ablations.evaluate_refiners([stream], {"none": None, "dart": refiner}, dataset="fmnistc", experiment="t")
-    assert moved == [sentinel] and refiner.moved_to == [sentinel] and len(frame) == 2
-
-
-def test_stream_on_moves_nothing_already_there():
-    logits = [torch.zeros(4, 10)]
-    stream = ablations.Stream("lt", 10.0, "fog", np.zeros(4, np.int64), logits, [], 4)
-    assert ablations.stream_on(stream, "cpu") is stream and stream.logits[0] is logits[0]
 
 
 def test_the_cost_study_times_on_the_machines_device(sentinel, monkeypatch):

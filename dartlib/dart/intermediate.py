@@ -515,7 +515,7 @@ def _load(path: Path) -> tuple[Refiner, list[dict]]:
     except (RuntimeError, TypeError, KeyError, IndexError) as err:  # a size mismatch, a setting it lacks
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise DamagedFileError(path, f"its weights or settings do not make a refiner ({first[:160]})",
-                               f"delete it: the next run trains it again") from None
+                               "delete it: the next run trains it again") from None
 
 
 LOG_EVERY = 50  # steps between the entries a compacted training log keeps

@@ -8,7 +8,6 @@ test sets) are loaded once by the caller and passed in.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import inspect
@@ -245,13 +244,15 @@ class TestTimeContext:
     # the backbone's forward precision, "" for the device's (:func:`dartlib.devices.precision`)
     precision: str = ""
     _shared: SharedSourceLogits | None = field(default=None, init=False, repr=False)
+    _memo_from: TestTimeContext | None = field(default=None, init=False, repr=False)  # whose memo a variant shares
     _resident: dict = field(default_factory=dict, init=False, repr=False)  # test sets on the device
     _saved: int = field(default=0, init=False, repr=False)
     _saved_at: float = field(default=0.0, init=False, repr=False)
 
     # Fields that say where and how the forwards run, not what they compute (the cells' numbers
     # depend on them at rounding level only; a profile's device is part of its name).
-    NOT_INPUTS = ("device", "share_source", "logits_store", "_shared", "_resident", "_saved", "_saved_at")
+    NOT_INPUTS = ("device", "share_source", "logits_store", "_shared", "_memo_from", "_resident", "_saved",
+                  "_saved_at")
     # Fields added after ENGINE_REVISION 2, with the value every row before them was computed
     # under: at that value a field leaves the digest as it was, so those rows stay current.
     LATER_FIELDS = {"precision": "fp32"}  # as dartlib.dart.refiner.LATER_FIELDS does for g_phi's settings
@@ -259,8 +260,10 @@ class TestTimeContext:
     def variant(self, **changes) -> TestTimeContext:
         """This context with ``changes`` (any of its fields but ``device`` and ``precision``:
         another refiner, test batch size, options, source model...), on the same device at the same
-        precision. The variant has its own f_theta0_bar memo and resident test sets (made on first
-        use); its dictionaries are copies, so changing one leaves this context's as it was."""
+        precision. With the same source model it shares this context's f_theta0_bar memo (whose
+        entries are a function of the source and the batch alone), else it has its own; it has its
+        own resident test sets (made on first use); its dictionaries are copies, so changing one
+        leaves this context's as it was."""
         settable = {f.name for f in dataclasses.fields(self) if f.init}
         unknown = sorted(set(changes) - settable)
         if unknown:
@@ -270,7 +273,10 @@ class TestTimeContext:
             raise ValueError(f"a variant keeps its context's {' and '.join(kept)}; to run elsewhere, build a "
                              f"TestTimeContext(...) naming device= (and precision=) instead")
         copies = {name: dict(getattr(self, name)) for name in ("options", "refiners") if name not in changes}
-        return dataclasses.replace(self, **copies, **changes)
+        derived = dataclasses.replace(self, **copies, **changes)
+        if not {"source", "logits_store"} & set(changes):
+            derived._memo_from = self  # one forward per batch for every variant of a study
+        return derived
 
     def inputs(self, cell: Cell) -> str:
         """A digest of everything a cell's result depends on besides its key (for
@@ -338,6 +344,8 @@ class TestTimeContext:
     def shared_source(self) -> SharedSourceLogits:
         """The memoised f_theta0_bar every cell shares, made on first use (with the entries
         :attr:`logits_store` holds)."""
+        if self._shared is None and self._memo_from is not None:
+            self._shared = self._memo_from.shared_source()
         if self._shared is None:
             self._shared = SharedSourceLogits(self.source)
             self._shared.frozen = self.on_device(self._shared.frozen)

@@ -376,7 +376,6 @@ def _cost_check(claim: dict, check: dict, *, folder: Path, profile: str) -> Chec
 def batch_statistic(frame: pd.DataFrame, *, quantity: str, column: str, start: float, end: float) -> Estimate:
     """A batch check's quantity (module docstring) on per-batch rows ``frame`` (columns ``ir`` and
     ``column``), between the batches at IR ``start`` and those at IR ``end``."""
-    import numpy as np
 
     a = frame.loc[frame["ir"].astype(float) == float(start), column].astype(float).to_numpy()
     b = frame.loc[frame["ir"].astype(float) == float(end), column].astype(float).to_numpy()

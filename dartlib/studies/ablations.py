@@ -108,35 +108,6 @@ def refined_accuracy(stream: Stream, refiner: Refiner | None) -> float:
                            refiner=refiner, features=stream.features)
 
 
-def stream_on(stream: Stream, device: str) -> Stream:
-    """``stream`` with its per-batch logits and features on ``device`` (``stream`` itself where
-    they are there already)."""
-    if all(t.device == torch.device(device) for t in (*stream.logits, *stream.features)):
-        return stream
-    return replace(stream, logits=[t.to(device) for t in stream.logits],
-                   features=[t.to(device) for t in stream.features])
-
-
-def evaluate_refiners(streams: Sequence[Stream], refiners: Mapping[str, Refiner | None], *, dataset: str,
-                      experiment: str, severity: int = 5, seed: int = 0, device: str | None = None) -> pd.DataFrame:
-    """BNAdapt with each named refiner (``None``: plain BNAdapt, refiner label "none") on every
-    stream, in the results schema. The refiners run on ``device`` (None: the machine's,
-    :func:`dartlib.devices.default_device`), where they are moved (in place, as a test-time context
-    moves them) and each stream's logits are copied once."""
-    device = device or devices.default_device()
-    rows = []
-    for stream in (stream_on(s, device) for s in streams):
-        for name, refiner in refiners.items():
-            if refiner is not None:
-                refiner.to(device)
-                refiner.reset()
-            rows.append({"experiment": experiment, "dataset": dataset, "shift": stream.shift,
-                         "shift_param": stream.shift_param, "corruption": stream.corruption, "severity": severity,
-                         "method": "bnadapt", "refiner": name, "params": "", "seed": seed, "n": len(stream.labels),
-                         "accuracy": refined_accuracy(stream, refiner)})
-    return pd.DataFrame(rows)
-
-
 def ablation_base_config(settings: Settings):
     """The g_phi settings every variant starts from: the profile's, with the ``ablation_*`` values
     (weight of L_bal, Dirichlet chunks, epochs, D_int per class) in place of DART's own."""

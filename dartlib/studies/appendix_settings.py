@@ -18,7 +18,6 @@ from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.models.training import train_source
 from dartlib.paths import results_dir
-from dartlib.studies.ablations import bnadapt_streams, evaluate_refiners
 
 
 def cells_for(settings: Settings, *, shift: str, params: Sequence, corruptions: Sequence[str],
@@ -110,11 +109,10 @@ def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.D
     subset = Dataset(f"{train.name}-random{ipc}", "train", train.images[keep], train.labels[keep], train.classes)
     refiners[f"dart-random{ipc}"] = load_or_train_refiner(checkpoint, model, subset, small, device=context.device,
                                                                  progress=False)[0]
-    streams = bnadapt_streams(model, dataset=s["corrupted_dataset"], corruptions=s["condensed_corruptions"],
-                              shifts={"lt": s["lt_rhos"]}, severity=s["severity"], seed=s["seed"],
-                              batch_size=s["test_batch_size"], device=context.device)
-    frame = evaluate_refiners(streams, {"none": None, "dart": context.refiner, **refiners},
-                              dataset=s["corrupted_dataset"], experiment="app_condensed", severity=s["severity"],
-                              seed=s["seed"], device=context.device)
-    frame.to_csv(results_dir(s.profile) / "condensed.csv", index=False, float_format="%.4f")
+    cells = grid(dataset=[s["corrupted_dataset"]], corruption=list(s["condensed_corruptions"]), shift=["lt"],
+                 shift_param=[float(r) for r in s["lt_rhos"]], severity=[s["severity"]], method=["bnadapt"],
+                 refiner=["none", "dart", *refiners], seed=[s["seed"]])
+    frame = run_cells(cells, context.variant(refiners={**context.refiners, **refiners}),
+                      path=results_dir(s.profile) / "condensed.csv", experiment="app_condensed",
+                      progress=s.profile != "smoke")
     return frame, status

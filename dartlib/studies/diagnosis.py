@@ -212,7 +212,6 @@ def intermediate_batch_shapes(*, settings: Settings, names: list[str], epochs: i
     draws it): D_int's size, the batch size, the images per Dirichlet chunk, the mean share of a
     batch's largest class, the mean number of classes in a batch, the share of one-class batches
     and the steps per epoch. Reads the source's training labels only."""
-    import numpy as np
     import pandas as pd
 
     from dartlib.dart.intermediate import _imbalanced_batches

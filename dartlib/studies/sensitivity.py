@@ -5,6 +5,7 @@ the grid runner, and every method per test batch size on balanced streams."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -12,11 +13,11 @@ import pandas as pd
 from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
 from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells
-from dartlib.experiments.grid import grid, parse_params
+from dartlib.experiments.grid import Cell, grid, parse_params
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
 from dartlib.paths import results_dir
-from dartlib.studies.ablations import Stream, ablation_base_config, bnadapt_streams, evaluate_refiners
+from dartlib.studies.ablations import ablation_base_config
 
 
 def refiner_changes(settings: Settings) -> dict[str, dict]:
@@ -29,31 +30,47 @@ def refiner_changes(settings: Settings) -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class SensitivityStudy:
-    """The profile's settings, source model, every named refiner, the BN-adapted LT streams and the
-    test-time context every cell derives from (the source model, the ``base`` refiner, the test
-    batch size and the machine's device)."""
+    """The profile's settings, source model, every named refiner and the test-time context every
+    cell derives from (the source model, the ``base`` refiner, the test batch size and the
+    machine's device)."""
 
     settings: Settings
     setup: SourceSetup
     refiners: dict[str, Refiner]
-    streams: list[Stream]
     context: TestTimeContext
 
     def named(self, prefix: str) -> dict[str, Refiner]:
         """The refiners whose name starts with ``prefix``."""
         return {name: refiner for name, refiner in self.refiners.items() if name.startswith(prefix)}
 
+    def contexts(self, prefix: str) -> Callable[[Cell], TestTimeContext]:
+        """Each cell's context: without a refiner for refiner "none", else with the refiner named
+        ``prefix...`` whose settings the cell's params carry (``alpha=0.1,limit=1000`` reads
+        ``alpha=0.1``); the variants share one f_theta0_bar memo."""
+        named = {name: self.context.variant(refiner=r) for name, r in self.named(prefix).items()}
+        plain = self.context.variant(refiner=None)
+
+        def context(cell: Cell) -> TestTimeContext:
+            if cell.refiner == "none":
+                return plain
+            matches = [c for name, c in named.items() if parse_params(name).items() <= cell.options.items()]
+            if len(matches) != 1:
+                raise ValueError(f"{cell.label()} ({cell.params}): {len(matches)} refiners of {', '.join(named)} match")
+            return matches[0]
+
+        return context
+
     def bnadapt_rows(self, prefix: str) -> pd.DataFrame:
-        """BNAdapt alone and with each refiner named ``prefix...`` on the LT streams; ``params``
-        names each refiner's setting, ``refiner`` is "none" or "dart"."""
+        """BNAdapt alone and with each refiner named ``prefix...`` on the LT streams of
+        ``sensitivity_corruptions`` (``results/<profile>/sensitivity.csv``, keyed and resumable);
+        ``params`` names each refiner's setting, ``refiner`` is "none" or "dart"."""
         s = self.settings
-        refiners = self.named(prefix)
-        frame = evaluate_refiners(self.streams, {"none": None, **refiners}, dataset=s["corrupted_dataset"],
-                                  experiment="sensitivity", severity=s["severity"], seed=s["seed"],
-                                  device=self.context.device)
-        frame["params"] = frame.refiner.map({"none": "", **{k: k for k in refiners}})
-        frame["refiner"] = ["none" if r == "none" else "dart" for r in frame.refiner]
-        return frame
+        axes = dict(dataset=[s["corrupted_dataset"]], shift=["lt"], shift_param=[float(r) for r in s["lt_rhos"]],
+                    corruption=list(s["sensitivity_corruptions"]), severity=[s["severity"]], method=["bnadapt"],
+                    seed=[s["seed"]])
+        cells = grid(**axes, refiner=["none"]) + grid(**axes, refiner=["dart"], params=list(self.named(prefix)))
+        return run_cells(cells, self.contexts(prefix), path=results_dir(s.profile) / "sensitivity.csv",
+                         experiment="sensitivity", progress=s.profile != "smoke")
 
     def stream_limit(self) -> str:
         """The ``limit=`` option of the TENT cells ("" when streams are whole)."""
@@ -71,13 +88,9 @@ def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> Sensitivit
     trained = load_or_train_refiners(setup.checkpoint, setup.model, setup.train,
                                      [replace(base, **c) for c in changes.values()], device=device, progress=False)
     refiners = {name: refiner for name, (refiner, _) in zip(changes, trained)}
-    streams = bnadapt_streams(setup.model, dataset=settings["corrupted_dataset"],
-                              corruptions=settings["sensitivity_corruptions"], shifts={"lt": settings["lt_rhos"]},
-                              severity=settings["severity"], seed=settings["seed"],
-                              batch_size=settings["test_batch_size"], device=device)
     context = TestTimeContext(source=setup.model, refiner=refiners["base"], batch_size=settings["test_batch_size"],
                               device=device)
-    return SensitivityStudy(settings=settings, setup=setup, streams=streams, refiners=refiners, context=context)
+    return SensitivityStudy(settings=settings, setup=setup, refiners=refiners, context=context)
 
 
 def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -95,14 +108,7 @@ def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
                     severity=[s["severity"]], method=["tent"], refiner=[refiner], params=params, seed=[s["seed"]])
 
     tent_cells = tent("none", [limit.lstrip(",")]) + tent("dart", [f"{k}{limit}" for k in alpha_refiners])
-    contexts = {k: study.context.variant(refiner=r) for k, r in alpha_refiners.items()}
-    contexts[""] = study.context.variant(refiner=None)
-
-    def context(cell):
-        alpha = cell.options.get("alpha")
-        return contexts["" if alpha is None else f"alpha={alpha}"]
-
-    alpha_tent = run_cells(tent_cells, context, path=results_dir(s.profile) / "sensitivity_tent.csv",
+    alpha_tent = run_cells(tent_cells, study.contexts("alpha="), path=results_dir(s.profile) / "sensitivity_tent.csv",
                            experiment="sensitivity_alpha", progress=s.profile != "smoke")
     frame = pd.concat([alpha_bn, alpha_tent], ignore_index=True)
     frame["refiner"] = [r if r == "none" else f"DART (alpha={parse_params(p)['alpha']})"
@@ -119,31 +125,18 @@ def run_hyper(study: SensitivityStudy) -> pd.DataFrame:
                      + [frame[frame.refiner != "none"]], ignore_index=True)
 
 
-def write_bnadapt_cells(*, study: SensitivityStudy, frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Every distinct BNAdapt(+DART) cell of the alpha, hyperparameter and epochs tables, written
-    to ``results/<profile>/sensitivity.csv`` for the claims ledger."""
-    cells = pd.concat(frames, ignore_index=True)
-    cells = cells.drop_duplicates(["corruption", "shift", "shift_param", "method", "refiner", "params"])
-    cells.to_csv(results_dir(study.settings.profile) / "sensitivity.csv", index=False, float_format="%.4f")
-    return cells
-
-
 def run_epochs_imb(study: SensitivityStudy) -> pd.DataFrame:
     """BNAdapt with the epochs table's refiners on CIFAR-10C-imb streams (beyond the paper's table),
-    written to ``results/<profile>/sensitivity_epochs_imb.csv``."""
+    ``results/<profile>/sensitivity_epochs_imb.csv`` (keyed and resumable)."""
     s = study.settings
-    subset = s["imb_subset_size"]
-    streams = bnadapt_streams(study.setup.model, dataset=s["corrupted_dataset"],
-                              corruptions=s["sensitivity_corruptions"], shifts={"online-imb": s["epochs_imb_irs"]},
-                              severity=s["severity"], seed=s["seed"], batch_size=s["test_batch_size"],
-                              subset_size=subset, device=study.context.device)
-    frame = evaluate_refiners(streams, {"none": None, **study.named("epochs=")}, dataset=s["corrupted_dataset"],
-                              experiment="sensitivity_epochs_imb", severity=s["severity"], seed=s["seed"],
-                              device=study.context.device)
-    frame["params"] = [f"subset={subset}" + ("" if r == "none" else f",{r}") for r in frame.refiner]
-    frame["refiner"] = ["none" if r == "none" else "dart" for r in frame.refiner]
-    frame.to_csv(results_dir(s.profile) / "sensitivity_epochs_imb.csv", index=False, float_format="%.4f")
-    return frame
+    subset = f"subset={s['imb_subset_size']}"
+    axes = dict(dataset=[s["corrupted_dataset"]], shift=["online-imb"],
+                shift_param=[float(r) for r in s["epochs_imb_irs"]], corruption=list(s["sensitivity_corruptions"]),
+                severity=[s["severity"]], method=["bnadapt"], seed=[s["seed"]])
+    cells = (grid(**axes, refiner=["none"], params=[subset])
+             + grid(**axes, refiner=["dart"], params=[f"{subset},{name}" for name in study.named("epochs=")]))
+    return run_cells(cells, study.contexts("epochs="), path=results_dir(s.profile) / "sensitivity_epochs_imb.csv",
+                     experiment="sensitivity_epochs_imb", progress=s.profile != "smoke")
 
 
 def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:

@@ -88,7 +88,7 @@ def test_notebook_09_memo_contexts_derive_from_the_table1_context(sentinel, tiny
     every cell's input digest is the one the hand-built contexts gave."""
     s = _settings()
     source, refiner = small_cnn(10, width=4).eval(), _refiner()
-    # as prepare_context(with_note=False) makes it, with no device named
+    # as prepare_context(method_inputs=False) makes it, with no device named
     base = TestTimeContext(source=source, refiner=refiner, batch_size=s["test_batch_size"],
                            options={"memo": {"n_augmentations": s["memo_augmentations"]}})
     seen = {}

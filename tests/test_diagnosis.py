@@ -194,7 +194,7 @@ def test_every_grid_is_prepared_and_cut_from_one_settings_object():
     settings = Settings.from_profile("cpu")
     for name, spec in GRIDS.items():
         parameters = set(inspect.signature(spec.prepare).parameters)
-        assert parameters - {"with_note"} == {"settings", "device", "progress", "trained_only"}, (name, parameters)
+        assert parameters - {"method_inputs", "with_refiner"} == {"settings", "device", "progress", "trained_only"}, (name, parameters)
         cells = spec.cells(settings)
         assert cells and all(c.dataset == settings["corrupted_dataset"] for c in cells), name
     # a value changed on the object reaches the cells: the seed of every stream

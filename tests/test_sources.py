@@ -80,9 +80,14 @@ def test_generated_layout_round_trip(data_root, monkeypatch):
     assert again == out  # resumed: nothing rewritten, same data
     np.testing.assert_array_equal(load("fmnistc", corruption="gaussian_noise", severity=5).images, five.images)
     assert five.labels.tolist() == [0, 1, 2, 0, 1, 2]
-    with pytest.raises(DataMissingError, match="severity 1 is not in this file"):
+    # a severity the generated set lacks, or other settings: one line naming the command that makes both
+    with pytest.raises(DataMissingError, match=r"severity 1 is not in this file .*prepare fmnistc --severities 1 3 5`$"):
         load("fmnistc", corruption="contrast", severity=1)
-    with pytest.raises(RuntimeError, match="other settings"):
+    with pytest.raises(FileExistsError, match=r"severities \[3, 5\] where this run asks for \[4\]\): move .*"
+                                              r"prepare fmnistc --severities 3 4 5`$") as err:
+        prepare_corrupted("fmnistc", severities=[4], corruptions=["contrast"], seed=0)
+    assert "\n" not in str(err.value)
+    with pytest.raises(FileExistsError, match=r"seed 0 where this run asks for 1\): .*--severities 5`$"):
         prepare_corrupted("fmnistc", severities=[5], corruptions=["contrast"], seed=1)
 
 

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from dartlib import __version__
 from dartlib.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from dartlib.data.files import atomic_path, read_json
-from dartlib.data.sources import MANIFEST, clean_source, corrupted_dir
+from dartlib.data.sources import MANIFEST, clean_source, corrupted_dir, severities_remedy
 
 CHUNK = 1000  # images per corrupt() call; part of the seed schedule, recorded in the manifest
 
@@ -99,9 +99,15 @@ def prepare_corrupted(
     if manifest_path.is_file():
         old = read_json(manifest_path, remedy=f"delete {folder} and run the same command again")
         keep = {k: v for k, v in old.items() if k != "generator"}
-        if keep != {k: v for k, v in manifest.items() if k != "generator"}:
-            raise RuntimeError(f"{folder} holds files generated with other settings ({manifest_path}); "
-                               "move them away or choose another folder")
+        wanted = {k: v for k, v in manifest.items() if k != "generator"}
+        if keep != wanted:
+            differ = ", ".join(f"{k} {keep.get(k)!r} where this run asks for {v!r}" for k, v in wanted.items()
+                               if keep.get(k) != v)
+            # only the severities differ: one set holding them all serves both
+            only_severities = all(keep.get(k) == v for k, v in wanted.items() if k != "severities")
+            needed = sorted({*old.get("severities", []), *severities}) if only_severities else list(severities)
+            raise FileExistsError(f"{folder} holds {name} generated with other settings ({manifest_path.name}: "
+                                  f"{differ}): {severities_remedy(name, folder, needed)}")
     with atomic_path(manifest_path) as tmp:
         tmp.write_text(json.dumps(manifest, indent=1) + "\n")
     if not (folder / "labels.npy").is_file():

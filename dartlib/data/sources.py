@@ -427,11 +427,21 @@ def load_corrupted(name: str, *, corruption: str, severity: int = 5, split: str 
                                remedy)
     if severity not in rows:
         raise DataMissingError(name, data_file, f"severity {severity} is not in this file (it has {sorted(rows)}); "
-                               + _CORRUPTED_REMEDY[name])
+                               + severities_remedy(name, folder, sorted({*rows, severity})))
     sl = rows[severity]
     classes = _class_names_for(name, folder)
     return Dataset(name, split, np.array(data[sl], dtype=np.uint8), np.array(labels[sl], dtype=np.int64), classes,
                    {"corruption": corruption, "severity": severity, "source": str(folder)})
+
+
+def severities_remedy(name: str, folder: Path, severities: list[int]) -> str:
+    """How to get a corrupted set at ``severities`` where ``folder`` holds it at others: a generated
+    set is generated again with all of them (after the folder is moved away), the official files
+    downloaded."""
+    if not (folder / "manifest.json").is_file():
+        return _CORRUPTED_REMEDY[name]
+    return (f"move the generated set away (`mv {folder} {folder}.old`) and generate it at every severity needed: "
+            f"`python -m dartlib data prepare {name} --severities {' '.join(str(s) for s in severities)}`")
 
 
 def _manifest_remedy(folder: Path) -> str:

@@ -609,44 +609,44 @@ def _resident_correct(cell: Cell, context: TestTimeContext, images: torch.Tensor
 
 
 def prepare_context(
-    *, settings: Settings, with_note: bool = True, with_refiner: bool = True, device: str | None = None,
+    *, settings: Settings, method_inputs: bool = True, with_refiner: bool = True, device: str | None = None,
     progress: bool = False, trained_only: bool = False,
 ) -> tuple[TestTimeContext, dict]:
     """What every Table 1 cell of a profile shares: the source model (trained if absent), the
-    refiner of notebook 04 (trained if absent), NOTE's IABN model, the corrupted test sets
+    refiner of notebook 04 (trained if absent), what the methods of :data:`dartlib.tta.METHODS`
+    add to a context (:meth:`~dartlib.tta.base.Adapter.context_fields`: NOTE's IABN model; their
+    profile options, :meth:`~dartlib.tta.base.Adapter.profile_options`), the corrupted test sets
     (generated if absent), all from ``settings`` (a profile's or a notebook's values; the g_phi
-    settings through :meth:`Settings.dart_config`). ``with_note=False`` skips the IABN model
-    where NOTE is not run; ``with_refiner=False`` the refiner of notebook 04 where a study brings
-    its own (:meth:`TestTimeContext.variant`). Returns the context and the source checkpoint's metadata. ``device``
-    (default :func:`dartlib.devices.default_device`: the GPU when there is one) is where g_phi and
-    NOTE's IABN model train and where every cell adapts; the context's own source model stays on
-    the CPU.
+    settings through :meth:`Settings.dart_config`). ``method_inputs=False`` skips the methods'
+    trained inputs where those methods are not run; ``with_refiner=False`` the refiner of notebook
+    04 where a study brings its own (:meth:`TestTimeContext.variant`). Returns the context and the
+    source checkpoint's metadata. ``device`` (default :func:`dartlib.devices.default_device`: the
+    GPU when there is one) is where g_phi and the methods' inputs train and where every cell
+    adapts; the context's own source model stays on the CPU.
 
-    ``trained_only``: load the trained inputs (source model, g_phi, IABN copy) and compute nothing:
-    no training, no data loaded or generated (what ``grid --status`` needs to compute the cells'
-    input digests); a missing input raises ``FileNotFoundError`` naming it and the command that
-    makes it."""
+    ``trained_only``: load the trained inputs (source model, g_phi, the methods' inputs) and
+    compute nothing: no training, no data loaded or generated (what ``grid --status`` needs to
+    compute the cells' input digests); a missing input raises ``FileNotFoundError`` naming it and
+    the command that makes it."""
     from dartlib.data.prepare import ensure_corrupted
     from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
     from dartlib.models.checkpoints import check_training_data, load_checkpoint
     from dartlib.models.training import train_source
-    from dartlib.tta.note import iabn_path, load_or_finetune_iabn
 
     device = device or devices.default_device()
     config = settings.dart_config()
-    source_dataset, seed = settings["source_dataset"], settings["seed"]
+    methods = list(tta.METHODS.values()) if method_inputs else []
     if trained_only:
         checkpoint = settings.checkpoint()
-        needed = [checkpoint] + ([refiner_path(checkpoint, config)] if with_refiner else [])
-        if with_note:
-            needed.append(iabn_path(checkpoint, epochs=settings["note_finetune_epochs"],
-                                    per_class=settings["note_per_class"] or None))
-        require_trained(needed)
+        require_trained([checkpoint] + ([refiner_path(checkpoint, config)] if with_refiner else [])
+                        + [path for cls in methods for path in cls.context_files(settings=settings,
+                                                                                  checkpoint=checkpoint)])
         train = None  # nothing trains, so no data is read
     else:
-        checkpoint = train_source(dataset=source_dataset, arch=settings["source_arch"],
-                                  recipe=settings["source_recipe"], seed=seed, device=device, progress=progress)
-        train = load(source_dataset, split="train")
+        checkpoint = train_source(dataset=settings["source_dataset"], arch=settings["source_arch"],
+                                  recipe=settings["source_recipe"], seed=settings["seed"], device=device,
+                                  progress=progress)
+        train = load(settings["source_dataset"], split="train")
         ensure_corrupted(settings["corrupted_dataset"], severities=[settings["severity"]])
     model, meta = load_checkpoint(checkpoint)
     if train is not None:
@@ -654,14 +654,13 @@ def prepare_context(
     refiner = None
     if with_refiner:
         refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
-    iabn = None
-    if with_note:
-        iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=settings["note_finetune_epochs"],
-                                        per_class=settings["note_per_class"] or None, seed=seed, device=device,
-                                        progress=progress)
-    options = {"memo": {"n_augmentations": settings["memo_augmentations"]}} if "memo_augmentations" in settings else {}
-    context = TestTimeContext(source=model, refiner=refiner, iabn=iabn, device=device, options=options,
-                              batch_size=settings.get("test_batch_size", TEST_BATCH_SIZE))
+    fields = {}
+    for cls in methods:
+        fields.update(cls.context_fields(settings=settings, checkpoint=checkpoint, model=model, train=train,
+                                         device=device, progress=progress))
+    options = {name: opts for name, cls in tta.METHODS.items() if (opts := cls.profile_options(settings))}
+    context = TestTimeContext(source=model, refiner=refiner, device=device, options=options,
+                              batch_size=settings.get("test_batch_size", TEST_BATCH_SIZE), **fields)
     return context, meta
 
 

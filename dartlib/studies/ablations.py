@@ -123,7 +123,7 @@ def prepare_ablation_context(
     intermediate settings (variants that read the same intermediate batches train in one pass of
     the frozen classifier; loaded when saved beside the checkpoint); DART-split's applied with the
     profile's test-time temperature (Appendix B). ``trained_only``: load them and compute nothing."""
-    context, meta = prepare_context(settings=settings, with_note=False, with_refiner=False, device=device,
+    context, meta = prepare_context(settings=settings, method_inputs=False, with_refiner=False, device=device,
                                     progress=progress, trained_only=trained_only)
     base = ablation_base_config(settings)
     configs = [variant_config(name, base) for name in VARIANTS]

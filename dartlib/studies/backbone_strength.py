@@ -144,7 +144,7 @@ def prepare_study_context(
     contexts, meta = {}, {}
     for arch in settings["study_archs"]:
         contexts[arch], meta = prepare_context(settings=settings.replace(source_arch=arch), device=device,
-                                               with_note=False, progress=progress, trained_only=trained_only)
+                                               method_inputs=False, progress=progress, trained_only=trained_only)
     return StudyContext(contexts), meta
 
 

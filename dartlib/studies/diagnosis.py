@@ -164,7 +164,7 @@ def prepare_diagnosis_context(*, settings: Settings, device: str | None = None, 
     from dartlib.experiments.engine import prepare_context
     from dartlib.paths import data_root
 
-    context, meta = prepare_context(settings=settings, with_note=False, device=device, progress=progress,
+    context, meta = prepare_context(settings=settings, method_inputs=False, device=device, progress=progress,
                                     trained_only=trained_only)
     names = trained_variants(settings=settings)
     configs = [variant_config(settings=settings, name=name) for name in names]

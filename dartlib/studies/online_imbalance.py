@@ -59,7 +59,7 @@ def prepare_online_context(
     from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
     from dartlib.experiments.engine import prepare_context, require_trained
 
-    context, meta = prepare_context(settings=settings, with_note=False, device=device, progress=progress,
+    context, meta = prepare_context(settings=settings, method_inputs=False, device=device, progress=progress,
                                     trained_only=trained_only)
     config = dataclasses.replace(context.refiner.config, variant="dart-split")  # DART's settings (Algorithm 3)
     # prepare_context above has trained the source model or found it

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import copy
+from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,6 +44,25 @@ class Adapter(abc.ABC):
     # A check of every batch before it is adapted on (:func:`dartlib.tta.wrap.wrap` sets one that
     # refuses a batch of the wrong dtype, range or channel count); None: no check.
     input_check: Callable[[torch.Tensor], None] | None = None
+
+    @classmethod
+    def context_files(cls, *, settings, checkpoint: Path) -> list[Path]:
+        """The trained files this method adds to a test-time context (those of
+        :meth:`context_fields`), from the profile's ``settings``; [] for most methods."""
+        return []
+
+    @classmethod
+    def context_fields(cls, *, settings, checkpoint: Path, model: nn.Module, train, device: str,
+                       progress: bool) -> dict:
+        """The context fields this method reads (:attr:`reads_context`), made from the profile's
+        ``settings`` for the source model ``model`` saved at ``checkpoint`` (trained on ``train``,
+        on ``device``, where absent; ``train`` is None when they must be loaded); {} for most."""
+        return {}
+
+    @classmethod
+    def profile_options(cls, settings) -> dict:
+        """This method's keyword options that the profile's ``settings`` set; {} for most."""
+        return {}
 
     @classmethod
     def from_context(cls, context) -> tuple[nn.Module, dict]:

@@ -38,6 +38,11 @@ class Memo(_GradientAdapter):
     name = "memo"
     revision = 2  # 2: AugMix views
 
+    @classmethod
+    def profile_options(cls, settings) -> dict:
+        """The number of AugMix views, where the profile sets it (``memo_augmentations``)."""
+        return {"n_augmentations": settings["memo_augmentations"]} if "memo_augmentations" in settings else {}
+
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, bn: str = "batch",
                  n_augmentations: int = 32, optimizer: str = "adam", lr: float | None = None,
                  episodic: bool | None = None, seed: int = 0) -> None:

@@ -21,7 +21,7 @@ from dartlib.studies import ablations, appendix_settings, sensitivity
 from dartlib.experiments.engine import TestTimeContext
 from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import small_cnn
-from dartlib.perf import cost_study
+from dartlib.studies import costs as cost_study
 
 SENTINEL = "sentinel:7"  # a device no machine has: only default_device() can have named it
 

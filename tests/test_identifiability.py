@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dartlib.analysis.identifiability import identifiability, single_class_batches
+from dartlib.studies.identifiability import identifiability, single_class_batches
 
 
 def _data(n_per_class: int = 400, k: int = 4, seed: int = 0):

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from dartlib.analysis import toy
-from dartlib.analysis.confusion_study import ConfusionStudy
-from dartlib.analysis.hoc_study import FeatureStream
-from dartlib.analysis.toy_checks import ConfusionCheck
+from dartlib.studies.confusion import ConfusionStudy
+from dartlib.studies.hoc import FeatureStream
+from dartlib.studies.toy_analysis import ConfusionCheck
 from dartlib.data.sources import CIFAR10_CLASSES, FMNIST_CLASSES
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.figures import HALF_WIDTH, WIDTH, confusion_heatmap, row_colours, save_figure
@@ -72,7 +72,7 @@ def plot_class1_curves(
 
 
 def show_confusion_check(check: ConfusionCheck, *, p: float, d: float, beta: float, sigma: float, n: int, profile: str) -> None:
-    """The analytic and simulated confusion matrices of a :class:`dartlib.analysis.toy_checks.ConfusionCheck`
+    """The analytic and simulated confusion matrices of a :class:`dartlib.studies.toy_analysis.ConfusionCheck`
     side by side."""
     fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 4.6))
     confusion_heatmap(axes[0], check.analytic, labels=CLASS_NAMES, fmt=".4f", title="analytic")

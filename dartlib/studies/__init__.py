@@ -7,5 +7,8 @@ D_int), natural shifts (``natural_shifts``), the large benchmarks (``large_bench
 intermediate training (``intermediate_training``: Section 4), the backbone study
 (``backbone_strength``), the diagnosis of the failing claims (``diagnosis``), the JPEG copy's bound
 (``jpeg_bound``), choosing alpha (``alpha_choice``) and DART on your own model (``own_model``).
-The grids the command line runs outside their notebook are registered once, in ``grids``. Imports
-``experiments`` and the layers below."""
+Also the toy model's checks (``toy_analysis``: Section 2, Appendix C), the confusion matrices
+(``confusion``: Figure 1), prediction deviation (``prediction_deviation``: Figures 3 and 4), the cost
+table (``costs``), HOC (``hoc``: Appendix E) and the identifiability bound of the diagnosis
+(``identifiability``). The grids the command line runs outside their notebook are registered once,
+in ``grids``. Imports ``perf``, ``analysis``, ``experiments`` and the layers below."""

@@ -11,6 +11,9 @@ round trip did to the source model's training cannot be measured without the los
 
 from __future__ import annotations
 
+import pandas as pd
+
+from dartlib.analysis.noise import Outcomes, difference, mean_estimate
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
 
@@ -33,3 +36,27 @@ def profile_cells(settings: Settings) -> list[Cell]:
                           corruption=list(settings["table1_corruptions"]), severity=[settings["severity"]],
                           method=[method], refiner=[refiner], params=[params], seed=[settings["seed"]])
     return cells
+
+
+def jpeg_bound_table(*, rows: pd.DataFrame, outcomes: Outcomes | None = None) -> pd.DataFrame:
+    """One row per (method, refiner, rho) of :data:`METHODS` that ``rows`` holds on both kinds of
+    stream: ``as is``, ``re-JPEG`` (mean over corruptions ± SE) and ``change`` (re-JPEG − as is,
+    paired image by image ± SE), over the corruptions both kinds cover."""
+    tag = f"jpeg_source={COPY_QUALITY}"
+    again = rows["params"].astype(str).str.contains(tag, regex=False)
+    out = []
+    for method, refiner in METHODS:
+        for rho in sorted(rows["shift_param"].astype(float).unique()):
+            sel = ((rows["method"] == method) & (rows["refiner"] == refiner)
+                   & (rows["shift_param"].astype(float) == rho))
+            a, b = rows[sel & ~again], rows[sel & again]
+            common = set(a["corruption"]) & set(b["corruption"])
+            if not common:
+                continue
+            a, b = a[a["corruption"].isin(common)], b[b["corruption"].isin(common)]
+            base, moved = mean_estimate(rows=a, outcomes=outcomes), mean_estimate(rows=b, outcomes=outcomes)
+            change = difference(b, a, outcomes=outcomes)
+            out.append({"method": method, "refiner": refiner, "rho": rho, "corruptions": len(common),
+                        "as is": f"{base.value:.2f} ± {base.se:.2f}", "re-JPEG": f"{moved.value:.2f} ± {moved.se:.2f}",
+                        "change": f"{change.value:+.2f} ± {change.se:.2f}", "se": change.kind})
+    return pd.DataFrame(out)

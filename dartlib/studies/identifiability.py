@@ -1,4 +1,4 @@
-"""Identifiability of a batch's class from DART's inputs (notebook 15's bound on any refiner).
+"""Identifiability of a batch's class from DART's inputs (the diagnosis's bound on any refiner).
 
 g_phi sees a test batch only through the BN-adapted source model's averaged pseudo-label p_bar
 and prediction deviation d (Section 3). On CIFAR-10C-imb at IR 5000 a test batch is (almost) one

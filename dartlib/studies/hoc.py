@@ -1,4 +1,4 @@
-"""Appendix E's analysis (notebook 13): HOC (Zhu et al., 2021) run on the BN-adapted features of
+"""Appendix E's analysis: HOC (Zhu et al., 2021) run on the BN-adapted features of
 one long-tailed stream, its transition matrix T beside the true one (the BNAdapt confusion matrix)."""
 
 from __future__ import annotations

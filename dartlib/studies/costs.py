@@ -1,4 +1,4 @@
-"""The appendix's cost table, measured (notebook 10): every method's parameters, MACs and
+"""The appendix's cost table, measured: every method's parameters, MACs and
 wall clock over one corrupted test stream with notebook 04's g_phi, and the time intermediate
 training takes on this machine."""
 

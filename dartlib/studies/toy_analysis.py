@@ -1,4 +1,4 @@
-"""The checks of the Gaussian toy model run by notebook 01: the analytic confusion matrix against
+"""The checks of the Gaussian toy model (Section 2): the analytic confusion matrix against
 a Monte-Carlo simulation (Appendix C.1), and the least-squares W* of Appendix C.2 against a
 numerical fit."""
 

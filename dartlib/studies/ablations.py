@@ -1,16 +1,14 @@
 """The ablation variants of DART (Tables 3-5, Appendix "DART-split on CIFAR-10C-LT") and their
-evaluation with BNAdapt on pre-computed test streams.
+evaluation with BNAdapt.
 
 Every variant is a named change of :class:`dartlib.dart.refiner.DartConfig`, trained by the same
-intermediate-time code. BNAdapt + a refiner only needs the logits (and, for the additive
-variant, the penultimate features) of the frozen BN-adapted source model on each test batch,
-so the streams are computed once and every refiner is applied to them.
+intermediate-time code (:func:`prepare_ablation_context`). BNAdapt with each variant, and BNAdapt
+alone, on the LT and online-imbalance streams (:func:`ablation_cells`, ``python -m dartlib grid
+ablations``) are cells of the engine: keyed, resumable rows with per-image outcomes, where the
+variants of a stream share one forward of the frozen BN-adapted source model (its memo).
 
-The experiment of Tables 3-5 and Appendix B (notebook 07): every DART variant of
-:data:`dartlib.studies.ablations.VARIANTS` trained with the same intermediate settings, then
-BNAdapt with each on the same LT and online-imbalance streams, cells of the engine
-(:func:`ablation_cells`, ``python -m dartlib grid ablations``): keyed, resumable rows with per-image
-outcomes, f_theta0_bar's forward shared by the variants of a stream."""
+:func:`bnadapt_streams` keeps that model's per-batch logits and penultimate features of whole
+streams for analyses that read the features themselves (HOC, Appendix E)."""
 
 from __future__ import annotations
 

@@ -183,11 +183,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_book(args: argparse.Namespace) -> int:
-    from dartlib.reporting.book import build_book
+    from dartlib.book.site import build_book
     from dartlib.schema import checked_profile
 
     checked_profile(args.profile)
-    from dartlib.reporting.book import BOOK_DIR
+    from dartlib.book.site import BOOK_DIR
 
     out = Path(args.out) if args.out else BOOK_DIR / args.profile
     _writable((out.parent, "give another folder with --out DIR"))
@@ -461,7 +461,7 @@ def _cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from dartlib.reporting.claims import evaluate, render
+    from dartlib.book.claims import evaluate, render
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
 
     params = load_profile(args.profile)

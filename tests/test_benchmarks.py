@@ -191,7 +191,7 @@ def test_imagenet_c_keeps_released_224_crops_and_resizes_others(root):
 
 
 def test_paper_results_hold_each_benchmarks_tables():
-    from dartlib.reporting.accuracy_tables import paper_results
+    from dartlib.studies.large_benchmarks import paper_results
 
     c100 = paper_results("cifar100c-imb")
     mean = c100[c100.corruption == "mean"].set_index(["method", "refiner", "shift_param"]).accuracy
@@ -209,7 +209,7 @@ def test_report_puts_our_benchmark_tables_beside_the_papers(root, monkeypatch):
     import pandas as pd
 
     from dartlib import paths
-    from dartlib.reporting.accuracy_tables import benchmark_report
+    from dartlib.studies.large_benchmarks import benchmark_report
 
     monkeypatch.setattr(paths, "REPO_ROOT", root)  # tables go to <root>/results/fixture/tables
     cells = benchmark_cells("cifar100c-imb", corruptions=["gaussian_noise", "fog"], shift_params=[200],

@@ -13,7 +13,7 @@ import pytest
 from dartlib.paths import REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.registry import UnknownNameError
-from dartlib.reporting import book
+from dartlib.book import site as book
 
 
 def test_every_committed_figure_has_a_caption_naming_what_it_reproduces():
@@ -107,7 +107,7 @@ def test_every_figure_is_shown_at_one_scale(tmp_path):
 def test_notebook_06_displays_table_1_as_markdown_that_renders_as_a_table():
     from IPython.core.formatters import format_display_data
 
-    from dartlib.reporting.table1_report import MarkdownText
+    from dartlib.studies.table1 import MarkdownText
 
     data, _ = format_display_data(MarkdownText("| a | b |\n|---|---|\n| 1 | 2 |"))
     assert data["text/markdown"] == data["text/plain"] == "| a | b |\n|---|---|\n| 1 | 2 |"
@@ -137,7 +137,8 @@ def _smoke_figures(tmp_path, monkeypatch) -> dict:
 
     from dartlib.experiments.grid import parse_params, read_results
     from dartlib.experiments.settings import Settings
-    from dartlib.reporting import accuracy_figures, analysis_figures, data_views, figures, table1_report
+    from dartlib.reporting import data_views, figures
+    from dartlib.studies import appendix_settings, online_imbalance, prediction_deviation, sensitivity, table1
 
     drawn = {}
     monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
@@ -151,9 +152,9 @@ def _smoke_figures(tmp_path, monkeypatch) -> dict:
     golden = REPO_ROOT / "tests" / "golden" / "smoke"
     figures.apply_style()
     settings = Settings("smoke", dict(load_profile("smoke")))
-    for module in (data_views, analysis_figures, accuracy_figures, table1_report):
+    for module in (data_views, online_imbalance, sensitivity, appendix_settings, prediction_deviation, table1):
         monkeypatch.setattr(module, "save_figure", keep)
-    accuracy_figures.plot_online_imbalance(results=read_results(golden / "online_imbalance.csv"), settings=settings)
+    online_imbalance.plot_online_imbalance(results=read_results(golden / "online_imbalance.csv"), settings=settings)
     rows = read_results(golden / "sensitivity.csv")
     params = rows.params.fillna("").astype(str)
     alpha = rows[(rows.refiner == "none") | params.str.startswith("alpha=")].copy()
@@ -161,12 +162,12 @@ def _smoke_figures(tmp_path, monkeypatch) -> dict:
                         for r, p in zip(alpha.refiner, params[alpha.index])]
     batch = read_results(golden / "sensitivity_batch.csv")
     batch["column"] = [int(parse_params(p)["test_batch"]) for p in batch.params]
-    accuracy_figures.plot_sensitivity(alpha_frame=alpha, batch_frame=batch, settings=settings)
+    sensitivity.plot_sensitivity(alpha_frame=alpha, batch_frame=batch, settings=settings)
     more = read_results(golden / "more_settings.csv")
-    accuracy_figures.plot_more_settings(imb=more[more.experiment == "app_cifar10c_imb"],
-                                             mixed=more[more.experiment == "app_mixed"], settings=settings)
-    analysis_figures.show_figure4(pd.read_csv(golden / "prediction_deviation.csv"), title="t", profile="smoke")
-    analysis_figures.show_figure3(pd.read_csv(golden / "accuracy_vs_rho.csv"), title="t", profile="smoke")
+    appendix_settings.plot_more_settings(imb=more[more.experiment == "app_cifar10c_imb"],
+                                         mixed=more[more.experiment == "app_mixed"], settings=settings)
+    prediction_deviation.show_figure4(pd.read_csv(golden / "prediction_deviation.csv"), title="t", profile="smoke")
+    prediction_deviation.show_figure3(pd.read_csv(golden / "accuracy_vs_rho.csv"), title="t", profile="smoke")
     monkeypatch.setattr(data_views, "corrupt", lambda images, **kw: images)  # the layout, not the corruptions
     image = np.zeros((28, 28, 3), dtype=np.uint8)
     drawn["data_corruptions_cifar10"] = data_views.plot_corruption_grid(image, title="t", seed=0)
@@ -227,9 +228,11 @@ def _assert_the_one_style(drawn: dict) -> None:
 
 def test_every_figure_uses_the_one_style(tmp_path, monkeypatch):
     _assert_the_one_style(_smoke_figures(tmp_path, monkeypatch))
-    # sizes, fonts and layout come from figures.py only: no figure module sets its own
-    for module in [*sorted((REPO_ROOT / "dartlib" / "reporting").glob("*_figures.py")),
-                   REPO_ROOT / "dartlib" / "reporting" / "diagnosis.py"]:
+    # sizes, fonts and layout come from figures.py only: no module that draws sets its own
+    drawing = [m for layer in ("reporting", "studies", "book") for m in sorted((REPO_ROOT / "dartlib" / layer).glob("*.py"))
+               if m.name != "figures.py" and "plt." in m.read_text()]
+    assert len(drawing) >= 12, [m.name for m in drawing]
+    for module in drawing:
         source = module.read_text()
         assert "tight_layout" not in source, module.name
         assert not re.search(r"fontsize=\d", source), module.name
@@ -283,7 +286,9 @@ def _committed_study_figures(tmp_path, monkeypatch) -> dict:
     from dartlib.studies.backbone_strength import study_results, study_table
     from dartlib.studies.diagnosis import diagnosis_results
     from dartlib.experiments.grid import read_results
-    from dartlib.reporting import accuracy_figures, diagnosis, figures
+    from dartlib.reporting import figures
+    from dartlib.studies import diagnosis
+    from dartlib.studies.backbone_strength import plot_study
 
     monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
     monkeypatch.setattr(plt, "show", lambda *a, **k: None)
@@ -295,7 +300,7 @@ def _committed_study_figures(tmp_path, monkeypatch) -> dict:
     points = study_table(study=rows, gpu_table1=read_results(gpu / "table1.csv"),
                          gpu_online=read_results(gpu / "online_imbalance.csv"))
     rows, _ = diagnosis_results(profile="cpu", compute=False, names=cpu["diagnosis_variants"], progress=False)
-    return {"backbone_study": accuracy_figures.plot_study(points, profile="cpu"),
+    return {"backbone_study": plot_study(points, profile="cpu"),
             "diagnosis": diagnosis.diagnosis_figure(rows=rows, profile="cpu")}
 
 

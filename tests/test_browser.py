@@ -26,7 +26,7 @@ from urllib.parse import urldefrag, urljoin, urlparse
 import pytest
 
 from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT
-from dartlib.reporting.book import build_book
+from dartlib.book.site import build_book
 from dartlib.runner import lab_command
 
 ARTEFACTS = REPO_ROOT / "build" / "test-artifacts"
@@ -288,7 +288,7 @@ def test_a_book_without_results_says_what_to_run(browser, book):
     """A profile whose results are not on this checkout (the smoke profile on a fresh clone, before
     `make reproduce`) says so at the top of its overview, naming the command; one with results does
     not."""
-    from dartlib.reporting.book import book_sources, has_results
+    from dartlib.book.site import book_sources, has_results
 
     profile, base = book
     page = browser.new_page(viewport={"width": WIDTHS["desktop"], "height": 900})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dartlib.reporting import claims
+from dartlib.book import claims
 
 
 def test_every_claim_is_well_formed_and_its_paper_values_compute():

@@ -13,7 +13,7 @@ import pytest
 
 from dartlib.experiments.grid import SCHEMA
 from dartlib.analysis import noise
-from dartlib.reporting import claims
+from dartlib.book import claims
 
 PAPER_TEX = Path(__file__).resolve().parents[2] / "shared" / "paper" / "dart_paper.tex"
 
@@ -170,5 +170,5 @@ def test_the_committed_cpu_ledger_reads_each_sentence_whole(cpu):
 
 def test_the_committed_claims_page_is_the_generated_one():
     page = claims.committed_page()
-    assert claims.CLAIMS_PAGE.read_text() == page, "regenerate: python -c 'from dartlib.reporting.claims " \
+    assert claims.CLAIMS_PAGE.read_text() == page, "regenerate: python -c 'from dartlib.book.claims " \
                                                     "import write_claims_page; write_claims_page()'"

@@ -49,7 +49,7 @@ def test_resnet26_forward_macs_match_the_papers_figure():
 
 
 def test_cost_rows_label_ours_and_join_the_papers_row_of_the_same_method():
-    from dartlib.reporting.costs import cost_rows
+    from dartlib.studies.costs import cost_rows
 
     ours = pd.read_csv(Path(__file__).parent / "golden" / "smoke" / "costs.csv")
     side = cost_rows(ours).set_index("row")

@@ -257,7 +257,7 @@ def test_garbage_results_file_names_the_file(results):
 
 
 def test_claims_on_a_damaged_results_file_raise_instead_of_not_run(tmp_path):
-    from dartlib.reporting.claims import evaluate
+    from dartlib.book.claims import evaluate
 
     for f in SMOKE_RESULTS.glob("*.csv"):
         shutil.copy(f, tmp_path / f.name)
@@ -413,7 +413,7 @@ def test_ctrl_c_prints_the_resume_command(command, argv, monkeypatch, capsys):
 
 
 def test_cli_reports_a_damaged_results_file_in_one_line(results, monkeypatch, capsys):
-    from dartlib.reporting import claims
+    from dartlib.book import claims
 
     _damage_accuracy(results, "oops")
     monkeypatch.setattr(claims, "results_dir", lambda profile: results.parent)

@@ -237,7 +237,7 @@ def test_train_on_a_disk_that_fills_up_names_the_checkpoint_and_leaves_no_file(r
 
 
 def test_book_refuses_an_unwritable_output_folder_before_building(tmp_path, refuse, monkeypatch, capsys):
-    import dartlib.reporting.book as book
+    import dartlib.book.site as book
 
     monkeypatch.setattr(book, "build_book", _must_not_run)
     refuse(tmp_path / "site")
@@ -381,7 +381,7 @@ def small_book(monkeypatch):
     stand-in for Sphinx's build_main (it gets the output folder)."""
     import sphinx.cmd.build
 
-    import dartlib.reporting.book as book
+    import dartlib.book.site as book
 
     def source(*, profile, out, **options):  # options: progress, stage
         out.mkdir(parents=True)
@@ -558,7 +558,7 @@ _KILLED_BUILD = """
 import sys, time
 from pathlib import Path
 import sphinx.cmd.build
-import dartlib.reporting.book as book
+import dartlib.book.site as book
 
 def source(*, profile, out, **progress_options):
     out.mkdir(parents=True)

@@ -89,7 +89,7 @@ def test_every_profile_command_checks_the_profile_first(profiles, monkeypatch, c
 
     monkeypatch.setattr(grid, "run_grid", lambda *a, **k: pytest.fail("grid ran"))
     monkeypatch.setattr(training, "train_source", lambda *a, **k: pytest.fail("training ran"))
-    monkeypatch.setattr("dartlib.reporting.book.build_book", lambda *a, **k: pytest.fail("book built"))
+    monkeypatch.setattr("dartlib.book.site.build_book", lambda *a, **k: pytest.fail("book built"))
     _edit(profiles, "toy_n_sim:", "toy_nsim: 2000")
     assert cli.main(argv) == 2
     assert "unknown key 'toy_nsim' (did you mean 'toy_n_sim'?)" in _one_error_line(capsys)

@@ -13,7 +13,7 @@ from dartlib.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "dartlib"
 BASE = {"paths", "registry", "devices", "profiles", "environment", "provenance", "__init__"}
 ENTRY = {"cli", "runner", "schema", "__main__"}
-LAYERS = ["data", "models", "dart", "tta", "experiments", "analysis", "perf", "studies", "reporting"]
+LAYERS = ["data", "models", "dart", "tta", "experiments", "analysis", "perf", "reporting", "studies", "book"]
 
 
 def layer_of(module: str) -> str:

@@ -12,8 +12,8 @@ import pytest
 from dartlib.experiments.grid import SCHEMA
 from dartlib.studies.paper_config import PAPER_VARIANTS, paper_config_cells
 from dartlib.experiments.settings import Settings
-from dartlib.reporting import claims
-from dartlib.reporting.paper_config_report import bnadapt_block, every_method_block
+from dartlib.book import claims
+from dartlib.studies.paper_config import bnadapt_block, every_method_block
 
 CORRUPTIONS = ["fog", "snow"]
 

@@ -53,7 +53,7 @@ def test_the_readme_quotes_the_cpu_claims_tally_of_the_ledger():
 def _ledger_tally(profile: str) -> dict[str, int]:
     """The tally of the claims ledger on ``profile``'s committed results, as `python -m dartlib
     claims --profile <profile>` prints it on its last line."""
-    from dartlib.reporting import claims
+    from dartlib.book import claims
 
     table = claims.evaluate(profile, corrupted_dataset="cifar10c", folder=claims.PAGE_RESULTS[profile])
     return count_line_tally(claims.count_line(table=table))

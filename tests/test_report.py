@@ -125,7 +125,7 @@ def test_more_settings_figure_labels_the_methods_as_the_tables_do(tmp_path, monk
     from dartlib.experiments.grid import read_results
     from dartlib.experiments.settings import Settings
     from dartlib.reporting import figures
-    from dartlib.reporting.accuracy_figures import plot_more_settings
+    from dartlib.studies.appendix_settings import plot_more_settings
 
     monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
     rows = read_results(Path(__file__).parent / "golden" / "smoke" / "more_settings.csv")
@@ -145,7 +145,7 @@ def test_sensitivity_figure_labels_the_methods_as_the_tables_do(tmp_path, monkey
     matplotlib.use("Agg")
     from dartlib.experiments.settings import Settings
     from dartlib.reporting import figures
-    from dartlib.reporting.accuracy_figures import plot_sensitivity
+    from dartlib.studies.sensitivity import plot_sensitivity
 
     monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
     alpha_frame = pd.DataFrame({"method": "bnadapt", "shift_param": 1.0, "accuracy": [80.0, 81.0, 82.0],

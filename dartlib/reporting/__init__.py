@@ -1,6 +1,6 @@
-"""Layer ``reporting``: what a reader sees, one module per topic. The paper's numbers (``paper``),
-our tables beside the paper's (``tables``: shared helpers; ``table1_report``, ``accuracy_tables``,
-``costs``), the figure style and saving (``figures``) and the figures by topic (``data_views``,
-``analysis_figures``, ``training_figures``, ``accuracy_figures``, ``diagnosis``), the claims ledger
-(``claims``), the golden reference values (``reference``) and the results book (``book``). Imports
-the layers below."""
+"""Layer ``reporting``: the primitives every section's table and figure is made of. The paper's
+numbers (``paper``), our table beside the paper's and its renderings (``tables``), the figure style
+and saving (``figures``), what a reader sees of the data first (``data_views``) and the golden
+reference values (``reference``). A section's own tables and figures live in its study
+(``dartlib.studies``); the claims ledger and the book read them from the layer above (``dartlib.book``).
+Imports the layers below."""

@@ -13,8 +13,10 @@ import numpy as np
 import pandas as pd
 
 from dartlib.analysis.noise import SE_SENTENCE, Outcomes, mean_estimate
+from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.files import write_text_atomic
 from dartlib.experiments.grid import parse_params  # noqa: F401 - the params column, read here too
+from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
 
 METHOD_NAMES = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "NOTE", "delta": "DELTA",
@@ -205,3 +207,23 @@ def _covering_other_sets(results: pd.DataFrame, *, columns: str, covers: Collect
                            col=[_column_label(v) for v in results[columns]])
     sets = frame.groupby(["row", "col"], sort=False)["corruption"].agg(frozenset)
     return [key for key, got in sets.items() if got != frozenset(covers)]
+
+
+def profile_note(settings: Settings) -> str:
+    """What our numbers and the paper's come from, for table titles."""
+    s = settings
+    return (f"{s.profile} profile: {s['source_arch']}, {s['corrupted_dataset']}, seed {s['seed']}; "
+            "paper: ResNet-26, CIFAR-10-C, 4 seeds")
+
+
+def show(name: str, frame: pd.DataFrame, paper: pd.DataFrame, *, settings: Settings, columns: str,
+         order: list[str], caption: str, covers: Collection[str] | None = CORRUPTIONS) -> pd.DataFrame:
+    """Our table beside the paper's (paper values only on CIFAR-10-C profiles), printed and written
+    to ``results/<profile>/tables/``; a row averaged over other corruptions than ``covers`` gets no
+    delta."""
+    title = f"{caption} ({profile_note(settings)})"
+    table = beside_paper(frame, paper if settings["corrupted_dataset"] == "cifar10c" else None,
+                         profile=settings.profile, name=name, title=title, columns=columns, row_order=order,
+                         paper_covers=covers)
+    print(render(table, title=title))
+    return table

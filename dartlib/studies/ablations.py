@@ -8,23 +8,27 @@ ablations``) are cells of the engine: keyed, resumable rows with per-image outco
 variants of a stream share one forward of the frozen BN-adapted source model (its memo).
 
 :func:`bnadapt_streams` keeps that model's per-batch logits and penultimate features of whole
-streams for analyses that read the features themselves (HOC, Appendix E)."""
+streams for analyses that read the features themselves (HOC, Appendix E).
+
+Its tables beside the paper's (:func:`ablation_tables`) and the gain figure (:func:`plot_variant_gains`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 from torch import nn
+import torch
 from tqdm import tqdm
 
 from dartlib import devices
 from dartlib.dart.intermediate import load_or_train_refiners, refiner_path
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
+from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.experiments.engine import TestTimeContext, prepare_context, require_trained, run_cells
 from dartlib.experiments.grid import Cell, grid
@@ -33,6 +37,9 @@ from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.models.evaluation import stream_accuracy, stream_features
 from dartlib.paths import results_dir
 from dartlib.registry import UnknownNameError, unknown_name_message
+from dartlib.reporting.figures import WIDTH, save_figure
+from dartlib.reporting.paper import load_table
+from dartlib.reporting.tables import beside_paper, render, row_label
 
 
 # refiner label (the paper's rows, as transcribed in data/paper/) -> change of the DART config
@@ -169,3 +176,49 @@ def mean_accuracy(results: pd.DataFrame) -> pd.DataFrame:
     """Accuracy per refiner (rows) and stream column, averaged over corruptions."""
     columns = list(dict.fromkeys(results.column))
     return results.pivot_table(index="refiner", columns="column", values="accuracy", aggfunc="mean")[columns]
+
+
+# paper table -> (rows shown, shifts)
+ABLATION_TABLES: dict[str, tuple[list[str], list[str]]] = {
+    "table3_ablation_io": (["none", "dart-pbar-only", "dart-w-only", "dart-b-only", "dart"], ["lt"]),
+    "table4_ablation_sampling": (["none", "dart-sampling-unif-lt", "dart"], ["lt", "online-imb"]),
+    "table5_ablation_output": (["none", "dart-additive", "dart"], ["lt"]),
+    "app_dart_split_cifar10c_lt": (["none", "dart-split", "dart"], ["lt"]),
+}
+
+
+def ablation_tables(*, results: pd.DataFrame, settings: Settings) -> dict[str, pd.DataFrame]:
+    """Each table of :data:`ABLATION_TABLES`: our rows beside the paper's (paper values only on
+    CIFAR-10-C profiles), printed and written to ``results/<profile>/tables/``."""
+    s = settings
+    rendered = {}
+    for name, (rows, shifts) in ABLATION_TABLES.items():
+        mine = results[results.refiner.isin(rows) & results["shift"].isin(shifts)]
+        paper = None
+        if s["corrupted_dataset"] == "cifar10c":
+            paper = load_table(name)
+            paper = paper.assign(column=stream_column(paper))
+            paper = paper[paper.refiner.isin(rows) & paper["shift"].isin(shifts)]
+        title = (f"{name} ({s.profile} profile: {s['source_arch']}, {s['corrupted_dataset']}, "
+                 f"{len(s['ablation_corruptions'])} corruption(s), {s['ablation_epochs']} intermediate epoch(s), "
+                 f"seed {s['seed']}; paper: ResNet-26, CIFAR-10-C, 4 seeds)")
+        rendered[name] = beside_paper(mine, paper, profile=s.profile, name=name, title=title, columns="column",
+                                      paper_covers=CORRUPTIONS, row_order=[row_label("bnadapt", r) for r in rows])
+        print(render(rendered[name], title=title))
+    return rendered
+
+
+def plot_variant_gains(*, ours: pd.DataFrame, settings: Settings) -> plt.Figure:
+    """Bars of each variant's accuracy minus BNAdapt's (``ours``: refiner x column means), saved
+    as ``figures/<profile>/ablations_gain``."""
+    gain = ours.drop(index="none") - ours.loc["none"]
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.4))
+    gain.reindex(list(VARIANTS)).T.plot.bar(ax=ax, width=0.85)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_ylabel("gain over BNAdapt (points)")
+    ax.set_xlabel("")
+    ax.set_title(f"DART variants on {settings['corrupted_dataset']} ({settings.profile} profile, "
+                 f"{settings['ablation_epochs']} epoch(s))")
+    ax.legend(ncol=4)
+    save_figure(fig, profile=settings.profile, name="ablations_gain")
+    return fig

@@ -1,23 +1,30 @@
 """The appendix's further settings (notebook 09): CIFAR-10C-imb, mixed domains,
 MEMO with stored or adapted BN, and g_phi trained on a condensed training set. The Table 1 context
 (source model and notebook 04's g_phi) serves every cell; cells run through the grid runner
-(``results/<profile>/more_settings.csv``, resumable)."""
+(``results/<profile>/more_settings.csv``, resumable).
+
+Its tables beside the paper's (:func:`online_imbalance_table`, :func:`mixed_table`,
+:func:`memo_table`, :func:`condensed_table`) and the figure (:func:`plot_more_settings`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
+from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES, DataMissingError, Dataset
-from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
-from dartlib.experiments.grid import Cell, grid
+from dartlib.experiments.grid import Cell, grid, parse_params
 from dartlib.experiments.settings import Settings, dart_config
 from dartlib.models.training import train_source
 from dartlib.paths import results_dir
+from dartlib.reporting.figures import WIDTH, save_figure
+from dartlib.reporting.paper import load_table
+from dartlib.reporting.tables import show, with_row_labels
 
 
 def cells_for(settings: Settings, *, shift: str, params: Sequence, corruptions: Sequence[str],
@@ -116,3 +123,81 @@ def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.D
                       path=results_dir(s.profile) / "condensed.csv", experiment="app_condensed",
                       progress=s.profile != "smoke")
     return frame, status
+
+
+def online_imbalance_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The appendix's CIFAR-10C-imb table, columns IR."""
+    s = settings
+    return show("app_cifar10c_imb", frame, load_table("app_cifar10c_imb"), settings=s, columns="shift_param",
+                order=["NoAdapt", "BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"],
+                caption=f"CIFAR-10C-imb, columns IR; NoAdapt/BNAdapt over {len(s['imb_corruptions'])}, "
+                        f"TENT over {len(s['tent_corruptions'])} corruption(s), subsets of {s['imb_subset_size']}")
+
+
+def mixed_layout(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns: "no label shift" or "Dirichlet <delta>"."""
+    return frame.assign(column=["no label shift" if s == "none" else f"Dirichlet {p:g}"
+                                for s, p in zip(frame["shift"], frame.shift_param)])
+
+
+def mixed_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The appendix's mixed-domains table (one stream of all 15 corruptions: every delta is shown)."""
+    return show("app_mixed", mixed_layout(frame), mixed_layout(load_table("app_mixed")), settings=settings,
+                columns="column", covers=None, order=["NoAdapt", "BNAdapt", "BNAdapt+DART", "ROID", "ROID+DART"],
+                caption=f"mixed domains, {settings['mixed_pool'] or 'all'} images of the 15-corruption pool")
+
+
+def memo_layout(frame: pd.DataFrame) -> pd.DataFrame:
+    """MEMO's rows named by their BN mode."""
+    bn = [parse_params(p).get("bn") for p in frame.params]
+    return frame.assign(method=[f"MEMO ({b} BN)" if m == "memo" else m for m, b in zip(frame.method, bn)])
+
+
+def memo_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The appendix's MEMO table on the LT streams."""
+    s = settings
+    limit = s["memo_stream_limit"]
+    return show("app_memo", memo_layout(frame), memo_layout(load_table("app_memo")), settings=s,
+                columns="shift_param",
+                order=["NoAdapt", "MEMO (stored BN)", "MEMO (adapted BN)", "MEMO (adapted BN)+DART"],
+                caption=f"MEMO on {s['corrupted_dataset']}-LT, {s['memo_augmentations']} views per image, "
+                        f"{len(s['memo_corruptions'])} corruption(s)"
+                        f"{', first ' + str(limit) + ' images per stream' if limit else ''}")
+
+
+def condensed_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The appendix's condensed-data table, with the random-subset stand-in as an extra row."""
+    ipc = settings["condensed_ipc"]
+    return show("app_condensed", frame, load_table("app_condensed"), settings=settings, columns="shift_param",
+                order=["BNAdapt", "BNAdapt+DART", "BNAdapt+dart-condensed", f"BNAdapt+dart-random{ipc}"],
+                caption=f"g_phi on {ipc} images per class, {len(settings['condensed_corruptions'])} corruption(s)")
+
+
+def _with_corruption_count(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each row label followed by how many corruptions its mean covers: the profiles run TENT on
+    fewer corruptions than BNAdapt, so the two curves are means over different sets."""
+    counts = frame.groupby("row").corruption.nunique()
+    return frame.assign(row=[f"{row} ({counts[row]} corruption{'' if counts[row] == 1 else 's'})" for row in frame.row])
+
+
+def plot_more_settings(*, imb: pd.DataFrame, mixed: pd.DataFrame, settings: Settings) -> plt.Figure:
+    """BNAdapt and TENT (+DART) per IR, and every method on both mixed-domain streams; saved as
+    ``figures/<profile>/more_settings``."""
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.8))
+    curve = _with_corruption_count(with_row_labels(imb[imb.method.isin(["bnadapt", "tent"])]))
+    curve.pivot_table(index="shift_param", columns="row", values="accuracy").plot(ax=axes[0], marker="o", logx=True)
+    axes[0].set_xlabel("imbalance ratio (IR)")
+    axes[0].set_ylabel("accuracy (%), mean over corruptions")
+    axes[0].set_title("CIFAR-10C-imb protocol")
+    axes[0].legend(title="method (corruptions averaged)")
+    bars = with_row_labels(mixed_layout(mixed))
+    bars = bars.pivot_table(index="row", columns="column", values="accuracy").reindex(bars.row.unique())
+    bars.plot.bar(ax=axes[1])
+    axes[1].set_xlabel("method")
+    axes[1].set_ylabel("accuracy (%)")
+    axes[1].set_title("mixed domains")
+    # beside the axes: inside, the legend covered the tallest bars
+    axes[1].legend(title="test stream", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"{settings['corrupted_dataset']} ({settings.profile} profile)")
+    save_figure(fig, profile=settings.profile, name="more_settings")
+    return fig

@@ -15,16 +15,19 @@ cost) and on CIFAR-10C-imb at IR 50 and 5000 (the gain), plus NoAdapt at rho = 1
 corruptions. The cells are ordinary grid cells (``arch=`` in their params names the backbone),
 stored in ``results/<profile>/backbone_study.csv``; the gpu profile's width-64 points come from
 its own Table 1 and CIFAR-10C-imb files.
-"""
+
+The figure: :func:`plot_study`."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from dartlib.experiments.engine import paired, run_cells
 from dartlib.experiments.grid import Cell, grid, parse_params
 from dartlib.experiments.settings import Settings
+from dartlib.reporting.figures import ANNOTATION_SIZE, WIDTH, save_figure
 
 EXPERIMENT = "backbone_study"
 STUDY_ARCHS = ("resnet26-w8", "resnet26-w16")
@@ -199,3 +202,33 @@ def study_results(*, profile: str, compute: bool, archs, severities, progress: b
         return stored[stored["key"].astype(str).isin({c.key for c in cells})].reset_index(drop=True)
     context, _ = prepare_study_context(settings=settings, progress=progress)
     return run_cells(cells, context, path=path, experiment=EXPERIMENT, progress=progress, cell_progress=progress)
+
+
+def plot_study(points: pd.DataFrame, *, profile: str):
+    """Figure: DART's cost at rho = 1 and its gains at IR 50 / 5000 against BNAdapt's accuracy,
+    one point per (backbone, severity), labelled."""
+    gains = [c for c in points.columns if c.endswith("_gain")]
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.6))
+    markers = {"resnet26-w8": "s", "resnet26-w16": "o", "resnet26": "D"}
+    names = {"resnet26-w8": "width 8", "resnet26-w16": "width 16", "resnet26": "width 64 (gpu)"}
+    panels = [(axes[0], "rho1_cost", "tab:green", "")] + [
+        (axes[1], g, c, f"IR {g[2:-5]}, ") for g, c in zip(gains, ["tab:blue", "tab:purple"])]
+    for ax, column, colour, prefix in panels:
+        # two curves share the right panel: the lower one (IR 50) is labelled below its points, the
+        # upper one (IR 5000) above, so that two labels of one backbone never sit on each other
+        below = ax is axes[1] and column == gains[0] and len(gains) > 1
+        for arch, part in points.sort_values("severity").groupby("arch", sort=False):
+            ax.plot(part["bnadapt"], part[column], marker=markers.get(arch, "o"), color=colour,
+                    ls="-" if len(part) > 1 else "none", label=f"{prefix}{names.get(arch, arch)}")
+            for x, y, sev in zip(part["bnadapt"], part[column], part["severity"]):
+                ax.annotate(f"s{sev}", (x, y), textcoords="offset points", xytext=(3, -5 if below else 4),
+                            va="top" if below else "baseline", fontsize=ANNOTATION_SIZE)
+        ax.set_xlabel("BNAdapt accuracy at rho = 1 (%)")
+    axes[0].axhline(0.0, color="grey", lw=0.8)
+    axes[0].set_ylabel("DART's cost at rho = 1 (points)")
+    axes[1].set_ylabel("DART's gain over BNAdapt (points)")
+    for ax in axes:
+        ax.legend(loc="best", frameon=False)
+    fig.suptitle("backbone strength: ResNet-26 width 8 and 64 at severity 5, width 16 at severities 1-5 (s1-s5)")
+    save_figure(fig, profile=profile, name="backbone_study")
+    return fig

@@ -1,6 +1,7 @@
-"""The appendix's cost table, measured: every method's parameters, MACs and
-wall clock over one corrupted test stream with notebook 04's g_phi, and the time intermediate
-training takes on this machine."""
+"""The appendix's cost table ("additional cost"): every method's parameters, MACs and wall clock
+over one corrupted test stream with notebook 04's g_phi, the time intermediate training takes on
+this machine, and the table beside the paper's (its numbers come from its GPU, ours from the
+device named beside them)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from dartlib.experiments.source_setup import SourceSetup, prepare_source
 from dartlib.models.checkpoints import load_weights
 from dartlib.paths import results_dir
 from dartlib.perf.costs import cost_table
+from dartlib.reporting.paper import load_table
+from dartlib.reporting.tables import row_label
 
 
 @dataclass(frozen=True)
@@ -89,3 +92,23 @@ def intermediate_timing(study: CostStudy) -> str:
             f"{per_step * steps_per_epoch / 60:.1f} min per epoch, {per_step * steps_per_epoch * config.epochs / 60:.1f}"
             f" min for the profile's {config.epochs} epochs\n"
             f"recorded when the refiner was trained: {recorded['seconds'] / 60:.1f} min on {recorded['device']}")
+
+
+def cost_rows(ours: pd.DataFrame) -> pd.DataFrame:
+    """Our cost rows (``results/<profile>/costs.csv``) merged with the paper's (suffix ``_paper``),
+    a ``row`` label first and the wall clocks also relative to BNAdapt's."""
+    paper = load_table("app_cost")[["method", "refiner", "params_m", "trainable_params_m", "flops_g", "wall_clock_s"]]
+    bnadapt = paper.set_index(["method", "refiner"]).loc[("bnadapt", "none"), "wall_clock_s"]
+    paper["wall_clock_vs_bnadapt"] = paper.wall_clock_s / bnadapt
+    side = ours.merge(paper, on=["method", "refiner"], how="left", suffixes=("", "_paper"))
+    side.insert(0, "row", [row_label(m, r) for m, r in zip(side.method, side.refiner)])
+    return side
+
+
+def costs_beside_paper(*, ours: pd.DataFrame, settings: Settings, device_name: str, images: int) -> pd.DataFrame:
+    """:func:`cost_rows`, printed with the two devices named."""
+    side = cost_rows(ours)
+    print(f"ours: {settings['source_arch']} on {device_name}, {images} images ({settings.profile} profile); "
+          f"paper: ResNet-26 on its GPU, CIFAR-10-C")
+    print(side.drop(columns=["method", "refiner", "device", "images"]).round(4).to_string(index=False))
+    return side

@@ -8,11 +8,14 @@ runner and returns the results in the results schema. :func:`missing_data` says 
 and how to get it, so a notebook can report NOT RUN instead of failing. The keyword overrides of
 :func:`run_benchmark` (architecture, recipe, intermediate settings, image size) exist so that the
 same code path runs on tiny fixtures in the tests; the defaults are the paper's.
-"""
+
+Every benchmark's tables beside the paper's (:func:`benchmark_report`, :func:`print_benchmarks`:
+run where its data are present, else NOT RUN with what to download)."""
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import permutations
 from pathlib import Path
@@ -23,11 +26,15 @@ import torch
 from dartlib import tta
 from dartlib.dart.refiner import DartConfig
 from dartlib.data.corruptions import CORRUPTIONS
-from dartlib.devices import default_device
 from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, Dataset, expected_path, load
-from dartlib.experiments.grid import Cell, grid
-from dartlib.registry import Registry
+from dartlib.devices import default_device
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
+from dartlib.experiments.grid import Cell, grid
+from dartlib.experiments.settings import Settings
+from dartlib.paths import results_dir
+from dartlib.registry import Registry
+from dartlib.reporting.paper import load_table
+from dartlib.reporting.tables import beside_paper, render, row_label
 from dartlib.studies.online_imbalance import METHOD_OPTIONS as ONLINE_METHOD_OPTIONS
 from dartlib.studies.table1 import TABLE1_METHODS
 
@@ -274,3 +281,66 @@ def run_benchmark(name: str, *, path: Path, seed: int = 0, device: str | None = 
     # Domain by domain, so that the cells of one source model run together.
     ordered = sorted(cells, key=lambda c: c.corruption.split("->")[0]) if bench.kind == "domain" else cells
     return run_cells(ordered, context_of, path=path, experiment=name, progress=progress)
+
+
+def paper_results(name: str) -> pd.DataFrame:
+    """The paper's numbers for a benchmark in the results schema: the averaged rows
+    (``corruption == "mean"``; Table 2 with the DART-split table, or Table 1's column / the
+    DomainNet table) and the per-corruption or per-scenario rows of the full tables."""
+    bench = BENCHMARKS[name]
+    if bench.kind == "online":
+        means = pd.concat([load_table("table2_online_imb"), load_table("app_dart_split_large_scale")])
+        prefix = "full_cifar100c_imb_ir" if bench.test_dataset == "cifar100c" else "full_imagenet_c_imb_ir"
+        full = [load_table(f"{prefix}{r:g}") for r in bench.shift_params]
+    elif name == "domainnet126":
+        means, full = load_table("app_domainnet"), []
+    else:
+        means, full = load_table("table1_main"), [load_table(f"full_{name}")]
+    means = means[(means.dataset == bench.test_dataset) & (means.corruption == "mean")]
+    means = means.drop_duplicates(subset=["method", "refiner", "shift_param"])  # Table 2 rows recur in the appendix
+    rows = pd.concat([means, *[f[(f.dataset == bench.test_dataset) & (f.corruption != "mean")] for f in full]])
+    return rows.reset_index(drop=True)
+
+
+def benchmark_report(name: str, results: pd.DataFrame, *, profile: str, describe: str) -> dict[str, pd.DataFrame]:
+    """Our tables beside the paper's for a benchmark's results (written under
+    ``results/<profile>/tables/``): the averaged table (columns IR, or the benchmark) and the
+    full tables (per corruption for each IR, or per scenario). ``describe`` (backbone, seeds,
+    data) goes into every title."""
+    bench = BENCHMARKS[name]
+    paper = paper_results(name)
+    order = [row_label(m, r) for m in bench.methods for r in bench.refiners if not (m == "noadapt" and r != "none")]
+    means, full = paper[paper.corruption == "mean"], paper[paper.corruption != "mean"]
+    tables = {}
+    if bench.kind == "online":
+        tables[name] = beside_paper(results, means, profile=profile, name=name, row_order=order,
+                                    title=f"{name}, mean over corruptions, columns IR ({describe})")
+        for ir in sorted(results.shift_param.unique()):
+            key = f"{name}_ir{ir:g}"
+            tables[key] = beside_paper(results[results.shift_param == ir], full[full.shift_param == ir], profile=profile,
+                                       name=key, columns="corruption", row_order=order,
+                                       title=f"{name}, IR {ir:g}, per corruption ({describe})")
+    else:
+        tables[name] = beside_paper(results, means, profile=profile, name=name, columns="dataset", row_order=order,
+                                    title=f"{name}, mean over scenarios ({describe})")
+        tables[f"{name}_scenarios"] = beside_paper(results, full if len(full) else None, profile=profile,
+                                                   name=f"{name}_scenarios", columns="corruption", row_order=order,
+                                                   title=f"{name}, per scenario ({describe})")
+    return tables
+
+
+def print_benchmarks(*, names: Sequence[str], settings: Settings, per_source_domain: bool = False) -> None:
+    """For each benchmark: what is missing, or its cells run (``results/<profile>/<name>.csv``,
+    resumable) and every table of :func:`benchmark_report` printed.
+    ``per_source_domain``: the titles say the source model is one per domain (the domain benchmarks)."""
+    for name in names:
+        missing = missing_data(name)
+        if missing:
+            print(f"{name}: NOT RUN, missing:\n" + "\n".join(f"    {line}" for line in missing))
+            continue
+        bench = BENCHMARKS[name]
+        results = run_benchmark(name, path=results_dir(settings.profile) / f"{name}.csv", seed=settings["seed"])
+        model = f"{bench.arch} per source domain ({bench.recipe} recipe)" if per_source_domain else bench.arch
+        describe = f"{settings.profile} profile: {model}, seed {settings['seed']}; paper: 4 seeds"
+        for key, table in benchmark_report(name, results, profile=settings.profile, describe=describe).items():
+            print(render(table, title=key))

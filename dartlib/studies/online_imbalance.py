@@ -4,22 +4,25 @@ with NoAdapt, BNAdapt, BNAdapt+DART and BNAdapt+DART-split, and TENT, SAR and OD
 without DART-split (the appendix table of DART-split with TTA methods).
 
 The cells and the shared context are built here so that the notebook and the sharded CLI grid
-(``python -m dartlib grid online_imbalance``) compute the same cells into the same results file.
-
-Table 2 and Appendix B's experiment (notebook 11): the profile's online-imbalance streams with
-DART and DART-split, through the grid runner (``results/<profile>/online_imbalance.csv``,
-resumable; ``python -m dartlib grid online_imbalance`` computes the same cells outside the notebook)."""
+(``python -m dartlib grid online_imbalance``) compute the same cells into the same results file
+(``results/<profile>/online_imbalance.csv``, resumable). Table 2 beside ours (:func:`online_table`,
+:func:`paper_table2`) and the figure (:func:`plot_online_imbalance`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
+from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
+from dartlib.reporting.figures import HALF_WIDTH, row_colours, save_figure
+from dartlib.reporting.paper import load_table
+from dartlib.reporting.tables import beside_paper, render, row_label
 
 
 # Results files (beside this grid's) whose rows of the same cells, with the same input digests, are
@@ -91,3 +94,51 @@ def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.
     # notebook 09's rows of the same streams are copied, not recomputed
     return run_cells(cells, context, path=out / "online_imbalance.csv", experiment="online_imbalance",
                      progress=settings.profile != "smoke", reuse=[out / name for name in SHARED_RESULTS])
+
+
+def online_table(*, results: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """Our online-imbalance table, columns IR, beside the paper's CIFAR-10C-imb table on CIFAR-10-C
+    profiles (it has DART, not DART-split); printed and written to ``results/<profile>/tables/``."""
+    s = settings
+    paper = None
+    if s["corrupted_dataset"] == "cifar10c":
+        paper = load_table("app_cifar10c_imb")
+        paper = paper[paper.shift_param.isin([float(r) for r in s["online_irs"]])]
+    title = (f"online imbalance on {s['corrupted_dataset']}, columns IR; BNAdapt family over "
+             f"{len(s['online_corruptions'])}, TENT/SAR/ODS over {len(s['split_tta_corruptions'])} corruption(s), "
+             f"subsets of {s['imb_subset_size']} ({s.profile} profile: {s['source_arch']}, seed {s['seed']}; "
+             "paper: ResNet-26, CIFAR-10-C, 4 seeds)")
+    table = beside_paper(results, paper, profile=s.profile, name="online_imbalance", title=title, row_order=ROW_ORDER,
+                         paper_covers=CORRUPTIONS)
+    print(render(table, title=title))
+    return table
+
+
+def paper_table2() -> pd.DataFrame:
+    """The paper's Table 2 (accuracy %, mean over 15 corruptions), printed."""
+    paper = load_table("table2_online_imb")
+    paper["row"] = [row_label(m, r) for m, r in zip(paper.method, paper.refiner)]
+    table = (paper.pivot_table(index="row", columns=["dataset", "shift_param"], values="accuracy")
+             .reindex(["NoAdapt", "BNAdapt", "BNAdapt+DART", "BNAdapt+DART-split"]))
+    print("the paper's Table 2 (accuracy %, mean over 15 corruptions):")
+    print(table.to_string())
+    return table
+
+
+def plot_online_imbalance(*, results: pd.DataFrame, settings: Settings) -> plt.Figure:
+    """Accuracy per IR of the BNAdapt family, in the grid's order and each method's colour
+    (figures.row_colours); saved as ``figures/<profile>/online_imbalance``."""
+    fig, ax = plt.subplots(figsize=(HALF_WIDTH, 3.6))
+    rows = results[results.method.isin(["noadapt", "bnadapt"])].assign(
+        row=lambda f: [row_label(m, r) for m, r in zip(f.method, f.refiner)])
+    curves = rows.pivot_table(index="shift_param", columns="row", values="accuracy")[list(rows.row.unique())]
+    colours = row_colours(list(curves.columns))
+    for label in curves.columns:
+        ax.plot(curves.index, curves[label], marker="o", label=label, color=colours[label])
+    ax.set_xscale("log")
+    ax.legend(title=None)
+    ax.set_xlabel("imbalance ratio (IR)")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(f"online imbalance, {settings['corrupted_dataset']} ({settings.profile} profile)")
+    save_figure(fig, profile=settings.profile, name="online_imbalance")
+    return fig

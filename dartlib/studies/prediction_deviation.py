@@ -1,16 +1,20 @@
 """The streams behind Figures 3 and 4: per-batch deviation statistics of BNAdapt on online-imbalance
-streams, and NoAdapt / BNAdapt / BNAdapt+DART accuracy against the LT imbalance ratio."""
+streams, and NoAdapt / BNAdapt / BNAdapt+DART accuracy against the LT imbalance ratio.
+
+Its figures: Figure 4 (:func:`show_figure4`) and Figure 3 (:func:`show_figure3`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import matplotlib.pyplot as plt
 import pandas as pd
 from torch import nn
 
 from dartlib.analysis.deviation import batch_deviation_table
 from dartlib.data import load, protocols
 from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
+from dartlib.reporting.figures import HALF_WIDTH, WIDTH, row_colours, save_figure
 
 
 def deviation_over_irs(frozen: nn.Module, *, dataset: str, corruption: str, severity: int, irs: Sequence[float],
@@ -46,3 +50,39 @@ def accuracy_against_rho(*, frozen: nn.Module, source: nn.Module, refiner, datas
                 rows.append({"corruption": corruption, "rho": rho, "method": method,
                              "accuracy": stream_accuracy(logits, ds.labels, order, batch_size=batch_size, refiner=ref)})
     return pd.DataFrame(rows).groupby(["method", "rho"], as_index=False)["accuracy"].mean()
+
+
+# Figure 3's caption (and Figure 2's): NoAdapt blue, BNAdapt orange, BNAdapt+DART green (figures.row_colours).
+FIGURE3_LABELS = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "bnadapt+dart": "BNAdapt+DART"}
+
+
+def show_figure4(deviation: pd.DataFrame, *, title: str, profile: str) -> None:
+    """Batch accuracy against D(u, p_bar_B) (left) and d_B (right), one colour per imbalance ratio."""
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.6), sharey=True)
+    for ir, group in deviation.groupby("ir"):
+        axes[0].scatter(group.ce_u_pbar, group.accuracy, s=12, label=f"IR = {ir:g}")
+        axes[1].scatter(group.d, group.accuracy, s=12, label=f"IR = {ir:g}")
+    axes[0].set_xlabel("D(u, p_bar) (nats)")
+    axes[1].set_xlabel("prediction deviation d (nats)")
+    axes[0].set_ylabel("batch accuracy (%)")
+    axes[1].legend()
+    fig.suptitle(title)
+    save_figure(fig, profile=profile, name="fig4_prediction_deviation")
+    plt.show()
+
+
+def show_figure3(curve: pd.DataFrame, *, title: str, profile: str) -> None:
+    """Accuracy of each method against rho (log scale), in the paper's colours (Figure 3's
+    caption: BNAdapt orange, DART green; NoAdapt blue as in Figure 2)."""
+    colours = row_colours([FIGURE3_LABELS.get(m, m) for m in curve.method.unique()])
+    fig, ax = plt.subplots(figsize=(HALF_WIDTH, 3.6))
+    for method, group in curve.groupby("method", sort=False):
+        label = FIGURE3_LABELS.get(method, method)
+        ax.plot(group.rho, group.accuracy, marker="o", label=label, color=colours[label])
+    ax.set_xscale("log")
+    ax.set_xlabel("imbalance ratio rho")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(title)
+    ax.legend()
+    save_figure(fig, profile=profile, name="fig3_accuracy_vs_rho")
+    plt.show()

@@ -1,13 +1,18 @@
 """The appendix's sensitivity tables (notebook 08): g_phi trained with alpha (the
 weight of L_bal, Eq. 3), the intermediate batch size x hidden width and the number of
 intermediate epochs changed one at a time, BNAdapt (+DART) on the LT streams, TENT (+DART) through
-the grid runner, and every method per test batch size on balanced streams."""
+the grid runner, and every method per test batch size on balanced streams.
+
+Its tables beside the paper's (:func:`alpha_table`, :func:`hyper_table`, :func:`epochs_table`,
+:func:`epochs_imb_table`, :func:`batch_size_table`) and the figure (:func:`plot_sensitivity`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from dartlib.dart.intermediate import load_or_train_refiners
@@ -17,6 +22,9 @@ from dartlib.experiments.grid import Cell, grid, parse_params
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
 from dartlib.paths import results_dir
+from dartlib.reporting.figures import WIDTH, row_colours, save_figure
+from dartlib.reporting.paper import load_table
+from dartlib.reporting.tables import profile_note, show, with_row_labels
 from dartlib.studies.ablations import ablation_base_config
 
 
@@ -154,3 +162,109 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
                       experiment="sensitivity_batch", progress=s.profile != "smoke")
     frame["column"] = [int(parse_params(p)["test_batch"]) for p in frame.params]
     return frame
+
+
+def alpha_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The appendix's alpha table: BNAdapt and TENT, alone and with DART per alpha."""
+    alphas = settings["alpha_values"]
+    paper = load_table("app_alpha")
+    paper["refiner"] = [f"DART (alpha={parse_params(p)['alpha']})" for p in paper.params]
+    dart_rows = [f"{m}+DART (alpha={a:g})" for m in ("BNAdapt", "TENT") for a in alphas]
+    order = ["BNAdapt", *dart_rows[: len(alphas)], "TENT", *dart_rows[len(alphas):]]
+    return show("app_alpha", frame, paper, settings=settings, columns="shift_param", order=order,
+                caption=f"alpha; BNAdapt over {len(settings['sensitivity_corruptions'])}, "
+                        f"TENT over {len(settings['tent_corruptions'])} corruption(s)")
+
+
+def hyper_layout(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows: the intermediate batch (BNAdapt alone is one row); columns: hidden width x rho."""
+    p = [parse_params(v) for v in frame.params]
+    return frame.assign(method=[f"int batch {q['int_batch']}" if "int_batch" in q else "bnadapt" for q in p],
+                        refiner=["none"] * len(frame),
+                        column=[f"hidden {q['hidden']}, rho={r:g}" for q, r in zip(p, frame.shift_param)])
+
+
+def hyper_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The appendix's intermediate batch size x hidden width table, BNAdapt+DART."""
+    order = ["BNAdapt", *[f"int batch {b}" for b in settings["hyper_int_batches"]]]
+    return show("app_hyperparameters", hyper_layout(frame), hyper_layout(load_table("app_hyperparameters")),
+                settings=settings, columns="column", order=order,
+                caption="intermediate batch size x hidden width, BNAdapt+DART")
+
+
+def epochs_layout(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows named by the refiner's intermediate epochs (BNAdapt alone: "bnadapt")."""
+    return frame.assign(method=[f"{parse_params(p)['epochs']} epochs" if p else "bnadapt" for p in frame.params],
+                        refiner="none")
+
+
+def epochs_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The appendix's intermediate-epochs table, BNAdapt+DART."""
+    order = ["BNAdapt", *[f"{e} epochs" for e in settings["epochs_grid"]]]
+    return show("app_epochs", epochs_layout(frame), epochs_layout(load_table("app_epochs")), settings=settings,
+                columns="shift_param", order=order, caption="intermediate epochs, BNAdapt+DART")
+
+
+def epochs_imb_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """BNAdapt(+DART) per epochs refiner on CIFAR-10C-imb, mean over corruptions, printed; on
+    CIFAR-10-C profiles with the paper's BNAdapt and 50-epoch BNAdapt+DART rows of its
+    CIFAR-10C-imb table."""
+    s = settings
+    means = frame.assign(row=[f"+DART, {parse_params(p)['epochs']} epochs" if r == "dart" else "BNAdapt"
+                              for r, p in zip(frame.refiner, frame.params)])
+    means = means.pivot_table(index="row", columns="shift_param", values="accuracy")
+    means = means.reindex(["BNAdapt", *[f"+DART, {e} epochs" for e in s["epochs_grid"]]])
+    if s["corrupted_dataset"] == "cifar10c":
+        paper = load_table("app_cifar10c_imb")
+        paper = paper[(paper.method == "bnadapt") & paper.shift_param.isin(s["epochs_imb_irs"])]
+        means.loc["paper: BNAdapt"] = paper[paper.refiner == "none"].set_index("shift_param").accuracy
+        means.loc["paper: +DART, 50 epochs"] = paper[paper.refiner == "dart"].set_index("shift_param").accuracy
+    means.columns = [f"IR {c:g}" for c in means.columns]
+    print(f"BNAdapt(+DART) on {s['corrupted_dataset']}-imb, accuracy (%), mean over "
+          f"{len(s['sensitivity_corruptions'])} corruption(s), subsets of {s['imb_subset_size']} "
+          f"({profile_note(s)})")
+    print(means.round(1).to_string())
+    return means
+
+
+def batch_size_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The appendix's test-batch-size table on balanced streams (columns: the batch sizes)."""
+    paper = load_table("app_batch_size")
+    paper["column"] = [int(parse_params(p)["test_batch"]) for p in paper.params]
+    paper = paper[paper.column.isin(settings["test_batches"])]
+    return show("app_batch_size", frame, paper, settings=settings, columns="column",
+                order=["NoAdapt", "BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"],
+                caption=f"test batch size, balanced {settings['corrupted_dataset']}, "
+                        f"{len(settings['tent_corruptions'])} corruption(s)")
+
+
+def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, settings: Settings) -> plt.Figure:
+    """Left: BNAdapt+DART's accuracy per alpha and rho (dotted: BNAdapt); right: each method's
+    accuracy per test batch size on balanced streams. The left panel's colours are shades of grey
+    by rho, the right panel's the methods' own colours (figures.row_colours): no colour means two
+    things. Saved as ``figures/<profile>/sensitivity``."""
+    alphas = settings["alpha_values"]
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.4))
+    bn = alpha_frame[alpha_frame.method == "bnadapt"].pivot_table(index="refiner", columns="shift_param",
+                                                                 values="accuracy")
+    shades = plt.cm.Greys(np.linspace(0.45, 0.95, len(bn.columns)))
+    for rho, shade, marker in zip(bn.columns, shades, "os^vD"):
+        values = [bn.loc[f"DART (alpha={a:g})", rho] for a in alphas]
+        axes[0].plot(range(len(alphas)), values, marker=marker, color=shade, label=f"ρ={rho:g}")
+        axes[0].axhline(bn.loc["none", rho], ls=":", color=shade)
+    axes[0].set_xticks(range(len(alphas)), [f"{a:g}" for a in alphas])
+    axes[0].set_xlabel("alpha (dotted: BNAdapt)")
+    axes[0].set_ylabel("BNAdapt+DART accuracy (%)")
+    axes[0].legend(title="BNAdapt+DART")
+    by_batch = with_row_labels(batch_frame)
+    curves = by_batch.pivot_table(index="column", columns="row", values="accuracy")
+    colours = row_colours(list(by_batch.row.unique()))
+    for label in by_batch.row.unique():  # the grid's order, not A-Z
+        axes[1].plot(curves.index, curves[label], marker="o", label=label, color=colours[label])
+    axes[1].set_xscale("log")
+    axes[1].legend(title=None, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: inside it hid curves
+    axes[1].set_xlabel("test batch size")
+    axes[1].set_ylabel("accuracy (%), balanced stream")
+    fig.suptitle(f"sensitivity ({settings.profile} profile)")
+    save_figure(fig, profile=settings.profile, name="sensitivity")
+    return fig

@@ -1,14 +1,31 @@
-"""Table 1's grid (notebook 06): every method with and without DART on every (corruption, rho)
-LT stream of CIFAR-10-C (or the profile's corrupted set). Cells run through
-:mod:`dartlib.experiments.engine`."""
+"""Table 1 (CIFAR-10C-LT block), prepare -> cells -> run -> table -> figure: every method with and
+without DART on every (corruption, rho) LT stream of CIFAR-10-C (or the profile's corrupted set),
+cells run through :mod:`dartlib.experiments.engine`; then our accuracies per row, DART's gain per
+method beside the paper's, the rendered table, the per-corruption tables (Appendix, Tables 19 to
+21), the direction of DART's effect per stream and DART at rho = 1 against BNAdapt's accuracy.
+
+Whether DART's effect "disagrees with the paper" is decided with one threshold,
+:data:`dartlib.analysis.effects.FLAT_POINTS`, everywhere."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from dartlib.analysis.effects import FLAT_POINTS, effect_summary, rank_correlation, refiner_effects
+from dartlib.data.corruptions import CORRUPTIONS
+from dartlib.data.sources import HOW_TO_GET, expected_path
 from dartlib.experiments.engine import paired
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
+from dartlib.paths import results_dir
+from dartlib.reporting.figures import HALF_WIDTH, WIDTH, save_figure
+from dartlib.reporting.paper import load_table
+from dartlib.reporting.tables import beside_paper, render, row_label, table_beside_paper, with_row_labels
 
 # The paper's row order (Table 1); NOTE, DELTA and ODS are their TENT combinations (Appendix A).
 TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar")
@@ -49,3 +66,188 @@ def note_report_cells(cells: list[Cell]) -> list[Cell]:
 def profile_note_report_cells(settings: Settings) -> list[Cell]:
     """:func:`note_report_cells` of a profile's Table 1 grid."""
     return note_report_cells(profile_cells(settings))
+
+
+def row_order(methods: Sequence[str]) -> list[str]:
+    """Table 1's rows: each method without and with DART (NoAdapt without only)."""
+    return [row_label(m, r) for m in methods for r in ("none", "dart") if not (m == "noadapt" and r == "dart")]
+
+
+def accuracy_by_row(results: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+    """Mean accuracy per Table 1 row (in ``order``) and rho (columns ``rho=...``)."""
+    table = results.pivot_table(index="row", columns="shift_param", values="accuracy", aggfunc="mean").reindex(order)
+    table.columns = [f"rho={c:g}" for c in table.columns]
+    return table
+
+
+def paper_table1(order: Sequence[str]) -> pd.DataFrame:
+    """The paper's Table 1, CIFAR-10-C block, in the layout of :func:`accuracy_by_row`."""
+    paper = load_table("table1_main")
+    return accuracy_by_row(with_row_labels(paper[paper.dataset == "cifar10c"]), order)
+
+
+def dart_gain(table: pd.DataFrame, methods: Sequence[str]) -> pd.DataFrame:
+    """DART's gain (points) per method after NoAdapt (rows named by the method alone) and rho."""
+    return pd.DataFrame({row_label(m, "none"): table.loc[row_label(m, "dart")] - table.loc[row_label(m, "none")]
+                         for m in methods[1:]}).T
+
+
+def sign_disagreements(gain: pd.DataFrame, paper_gain: pd.DataFrame) -> list[str]:
+    """The (method, rho) cells where DART helps in one table and hurts in the other, by more than
+    FLAT_POINTS in at least one of them."""
+    disagree = ((np.sign(gain.round(1)) != np.sign(paper_gain.round(1)))
+                & ((gain.abs() > FLAT_POINTS) | (paper_gain.abs() > FLAT_POINTS)) & paper_gain.notna())
+    return [f"{m} {c}" for m in disagree.index for c in disagree.columns if disagree.loc[m, c]]
+
+
+def print_gain_beside_paper(ours: pd.DataFrame, paper: pd.DataFrame | None, gain: pd.DataFrame,
+                            paper_gain: pd.DataFrame | None, *, corrupted_dataset: str) -> None:
+    """Our rows beside the paper's with their difference, DART's gain in both and the cells whose
+    sign differs; without the paper's numbers, our gains alone."""
+    if paper is None or paper_gain is None:
+        print(f"the paper has no {corrupted_dataset} numbers; DART gain (points) on our streams:")
+        print(gain.round(1).to_string())
+        return
+    print(pd.concat({"ours": ours, "paper": paper, "delta": ours - paper}, axis=1).round(1).to_string())
+    print("\nDART gain (points), ours | paper:")
+    print(pd.concat({"ours": gain, "paper": paper_gain}, axis=1).round(1).to_string())
+    print("\ncells where the sign of DART's effect differs:", sign_disagreements(gain, paper_gain) or "none")
+
+
+def show_dart_gain(gain: pd.DataFrame, paper_gain: pd.DataFrame | None, *, corrupted_dataset: str,
+                   profile: str) -> None:
+    """Bars of our DART gain per method and rho, the paper's as black ticks when present."""
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.4))
+    width = 0.8 / len(gain.columns)
+    xs = np.arange(len(gain))
+    for i, col in enumerate(gain.columns):
+        ax.bar(xs + i * width, gain[col], width, label=f"ours, {col.replace('rho=', 'ρ=')}")
+        if paper_gain is not None:
+            ax.scatter(xs + i * width, paper_gain[col], marker="_", s=200, color="black", zorder=3,
+                       label="paper" if i == 0 else None)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(xs + width * (len(gain.columns) - 1) / 2)
+    ax.set_xticklabels(gain.index)
+    ax.set_ylabel("DART gain (points)")
+    ax.set_title(f"DART's gain per method on {corrupted_dataset}-LT ({profile} profile)")
+    # below the axes: inside, the legend covered a bar whatever its corner
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    save_figure(fig, profile=profile, name="table1_dart_gain")
+    plt.show()
+
+
+def note_readings(results: pd.DataFrame, report_rows: pd.DataFrame) -> pd.DataFrame:
+    """NOTE, NOTE+DART as Table 1 computes it (the refined predictions decide what PBRS stores;
+    NOTE reports its own) and NOTE+DART with the reported predictions refined too, mean accuracy
+    over corruptions per rho; the paper's NOTE rows beside them on CIFAR-10-C (Appendix A)."""
+    rows = {"NOTE": results[(results.method == "note") & (results.refiner == "none")],
+            "NOTE+DART (memory; Table 1)": results[(results.method == "note") & (results.refiner == "dart")],
+            "NOTE+DART (report)": report_rows}
+    table = pd.DataFrame({name: frame.groupby("shift_param").accuracy.mean() for name, frame in rows.items()}).T
+    table.columns = [f"rho={c:g}" for c in table.columns]
+    if set(results.dataset) == {"cifar10c"}:
+        paper = paper_table1(["NOTE", "NOTE+DART"])
+        table.loc["paper NOTE"], table.loc["paper NOTE+DART"] = paper.loc["NOTE"], paper.loc["NOTE+DART"]
+    return table
+
+
+def _paper_rows(corrupted_dataset: str) -> pd.DataFrame | None:
+    paper_rows = load_table("table1_main") if corrupted_dataset == "cifar10c" else None
+    return paper_rows[paper_rows.dataset == "cifar10c"] if paper_rows is not None else None
+
+
+def rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, corrupted_dataset: str,
+                   outcomes=None) -> str:
+    """The rendered Table 1 in Markdown (mean over corruptions per seed, mean ± std over seeds,
+    the paper's value and our delta beside each cell on CIFAR-10-C); nothing written. ``outcomes``:
+    the rows' per-image outcomes (:func:`dartlib.experiments.outcomes.folder_outcomes`), for the SEs."""
+    table = table_beside_paper(results, _paper_rows(corrupted_dataset), row_order=list(order), paper_covers=CORRUPTIONS,
+                               outcomes=outcomes)
+    return render(table, title=title)
+
+
+class MarkdownText:
+    """Markdown that a notebook shows rendered (text/markdown: a table shows as a table) and a
+    console or a plain-text reader shows as the Markdown itself (text/plain)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _repr_markdown_(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def print_rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, corrupted_dataset: str,
+                         profile: str) -> None:
+    """:func:`rendered_table`, also written to results/<profile>/tables/; displayed as Markdown, so
+    a notebook (and the book) shows it as a table."""
+    from IPython.display import display
+
+    display(MarkdownText(render(beside_paper(results, _paper_rows(corrupted_dataset), profile=profile, name="table1",
+                                             title=title, row_order=list(order), paper_covers=CORRUPTIONS),
+                                title=title)))
+
+
+def print_other_columns(names: Sequence[str] = ("cifar10.1", "pacs", "officehome")) -> None:
+    """Whether the data of Table 1's other columns are present, and how to get them."""
+    for name in names:
+        path = expected_path(name)
+        print(f"{name}: {'present at ' + str(path) if path.exists() else 'NOT RUN (data absent)'}")
+        if not path.exists():
+            print(f"    how to get it: {HOW_TO_GET[name]}")
+
+
+def per_corruption_table(results: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+    """Accuracy per (rho, Table 1 row) and corruption: the appendix's full CIFAR-10C-LT tables."""
+    full = results.pivot_table(index=["shift_param", "row"], columns="corruption", values="accuracy")
+    full = full.reindex(pd.MultiIndex.from_product([sorted(results.shift_param.unique()), order]))
+    full.index.names = ["rho", "method"]
+    return full
+
+
+def print_dart_effects(results: pd.DataFrame, *, methods: Sequence[str], corrupted_dataset: str, profile: str) -> None:
+    """DART's gain per stream ours beside the paper's per-corruption tables, each classed up, flat
+    (within FLAT_POINTS) or down; the streams where the two differ in direction are listed and
+    every stream is written to results/<profile>/table1_dart_effects.csv."""
+    if corrupted_dataset != "cifar10c":
+        print(f"the paper has no per-corruption {corrupted_dataset} tables; see the per-corruption accuracies above")
+        return
+    paper_full = pd.concat([load_table(f"full_cifar10c_lt_rho{r:g}") for r in (1, 10, 100)])
+    effects = refiner_effects(results, paper_full)
+    effects.to_csv(results_dir(profile) / "table1_dart_effects.csv", index=False, float_format="%.2f")
+    summary = effect_summary(effects)
+    rhos = sorted(results.shift_param.unique())
+    summary = summary.reindex([(m, r) for m in methods for r in rhos if (m, r) in summary.index])
+    print(f"DART's gain (points) per stream, mean over corruptions; directions beyond ±{FLAT_POINTS} points")
+    print(summary.round(2).to_string())
+    opposite = effects[effects.opposite]
+    print(f"\nstreams where DART helps in one and hurts in the other: {len(opposite)} of {len(effects)}")
+    if len(opposite):
+        print(opposite[["method", "shift_param", "corruption", "ours", "paper"]].round(2).to_string(index=False))
+
+
+def show_rho1_gain(ours: pd.DataFrame, paper: pd.DataFrame, *, label: str, profile: str) -> None:
+    """DART's gain at rho = 1 against BNAdapt's accuracy, one point per corruption, ours and the paper's."""
+    fig, ax = plt.subplots(figsize=(HALF_WIDTH, 3.6))
+    ax.scatter(ours.accuracy, ours.gain, label=label)
+    ax.scatter(paper.accuracy, paper.gain, marker="x", color="black", label="paper (ResNet-26, CIFAR-10-C)")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("BNAdapt accuracy at ρ=1 (%)")
+    ax.set_ylabel("DART gain at ρ=1 (points)")
+    ax.set_title("DART at ρ=1, one point per corruption")
+    ax.legend()
+    save_figure(fig, profile=profile, name="table1_rho1_gain_vs_accuracy")
+    plt.show()
+
+
+def print_rho1_summary(tables: dict[str, pd.DataFrame]) -> None:
+    """Per table: the mean gain at rho = 1, its rank correlation with accuracy and the largest losses."""
+    for who, table in tables.items():
+        rho = rank_correlation(table)
+        worst = table.nsmallest(3, "gain")
+        print(f"{who}: {len(table)} corruption(s), mean gain {table.gain.mean():+.2f}; Spearman(accuracy, gain) "
+              + ("n/a (fewer than 3 corruptions)" if np.isnan(rho) else f"{rho:+.2f}") + "; largest losses: "
+              + ", ".join(f"{r.corruption} {r.gain:+.1f} at {r.accuracy:.1f}%" for r in worst.itertuples()))

@@ -587,7 +587,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.models.checkpoints import load_checkpoint
     from dartlib.models.training import train_source
-    from dartlib.studies.alpha_choice import validate_alpha
+    from dartlib.studies.alpha_choice import AlphaSearch, validate_alpha
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -602,10 +602,10 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     model, meta = load_checkpoint(checkpoint)
     # the rule keeps the paper's alpha unless it costs too much (dartlib.studies.alpha_choice), not the profile's current one
     config = dart_config(p, alpha=load_profile("paper")["dart_alpha"], epochs=args.epochs)
+    search = AlphaSearch(alphas=args.alphas, heldout_per_class=args.heldout, batch_size=p["test_batch_size"],
+                         max_loss=args.max_loss)
     frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(p["source_dataset"], split="train"),
-                                   config=config, alphas=args.alphas,
-                                   heldout_per_class=args.heldout, batch_size=p["test_batch_size"],
-                                   max_loss=args.max_loss, holdout_corruptions=corruptions, severity=p["severity"])
+                                   config=config, search=search, holdout_corruptions=corruptions, severity=p["severity"])
     from dartlib.data.files import atomic_path
 
     path = results_dir(args.profile) / validation_filename(corrupted=bool(corruptions), epochs=args.epochs)
@@ -702,7 +702,7 @@ def _cmd_choose_alpha(args: argparse.Namespace) -> int:
     from dartlib.dart.refiner import DartConfig
     from dartlib.data.protocols import TEST_BATCH_SIZE
     from dartlib.devices import default_device
-    from dartlib.studies.alpha_choice import select_alpha
+    from dartlib.studies.alpha_choice import AlphaSearch, select_alpha
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -712,10 +712,10 @@ def _cmd_choose_alpha(args: argparse.Namespace) -> int:
     given = {"alpha": args.keep, "epochs": args.epochs, "n_dir": args.n_dir, "batch_size": args.batch_size}
     config = DartConfig(**{k: v for k, v in given.items() if v is not None}, per_class=args.per_class, seed=args.seed)
     try:
+        search = AlphaSearch(alphas=args.alphas, heldout_per_class=args.heldout,
+                             batch_size=args.test_batch_size or TEST_BATCH_SIZE, max_loss=args.max_loss)
         choice = select_alpha(model=model, data=(images, labels), num_classes=num_classes,
-                              device=args.device or default_device(), config=config, alphas=args.alphas,
-                              heldout_per_class=args.heldout, batch_size=args.test_batch_size or TEST_BATCH_SIZE,
-                              max_loss=args.max_loss,
+                              device=args.device or default_device(), config=config, search=search,
                               progress=not args.quiet)
     except SettingError as err:
         raise SystemExit(f"choose-alpha: {err}") from None

@@ -11,7 +11,8 @@ import torch
 from PIL import Image
 
 from dartlib.studies import large_benchmarks
-from dartlib.studies.large_benchmarks import BENCHMARKS, benchmark_cells, missing_data, prepare, run_benchmark, scenarios
+from dartlib.studies.large_benchmarks import (BENCHMARKS, Overrides, benchmark_cells, missing_data, prepare, run_benchmark,
+                                              scenarios)
 from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib.experiments.grid import read_results
 from dartlib.models.backbones import small_cnn
@@ -102,19 +103,19 @@ def test_cifar100c_imb_runs_from_the_release_layout(root):
     cells = benchmark_cells("cifar100c-imb", corruptions=["gaussian_noise"], shift_params=[1, 200],
                             methods=["noadapt", "bnadapt", "tent"])
     path = root / "results" / "table2.csv"
-    results = run_benchmark("cifar100c-imb", path=path, cells=cells, device="cpu", arch="small-cnn", recipe="smoke",
-                            dart=TINY_DART, progress=False)
+    tiny = Overrides(arch="small-cnn", recipe="smoke", dart=TINY_DART)
+    results = run_benchmark("cifar100c-imb", path=path, cells=cells, device="cpu", overrides=tiny, progress=False)
     assert len(results) == len(cells) == 2 * (1 + 2 * 3)
     assert set(results.refiner) == {"none", "dart", "dart-split"} and (results.n == 100).all()
     assert results.accuracy.between(0, 100).all()
     assert checkpoint_path(dataset="cifar100", arch="small-cnn", recipe="smoke", seed=0).is_file()
     stored = read_results(path)
-    again = run_benchmark("cifar100c-imb", path=path, cells=cells, arch="small-cnn", recipe="smoke", dart=TINY_DART,
-                          progress=False)
+    again = run_benchmark("cifar100c-imb", path=path, cells=cells, overrides=tiny, progress=False)
     assert len(read_results(path)) == len(stored)  # nothing re-run
     assert again.accuracy.tolist() == results.accuracy.tolist()
 
-    context = prepare("cifar100c-imb", arch="small-cnn", recipe="smoke", dart=TINY_DART, progress=False)
+    context = prepare("cifar100c-imb", overrides=Overrides(arch="small-cnn", recipe="smoke", dart=TINY_DART),
+                      progress=False)
     assert context.refiner.temperature == context.refiners["dart-split"].temperature == 1.1
     assert context.batch_size == 200
 
@@ -132,7 +133,8 @@ def test_imagenet_c_imb_runs_from_class_folders(root):
     source = save_source(small_cnn(3).eval(), {"arch": "small-cnn", "num_classes": 3},
                          root / "checkpoints" / "tiny-imagenet-source.pt")
 
-    context = prepare("imagenet-c-imb", checkpoint=source, dart=TINY_DART, image_size=32, progress=False)
+    context = prepare("imagenet-c-imb", overrides=Overrides(checkpoint=source, dart=TINY_DART, image_size=32),
+                      progress=False)
     split, dart = context.refiners["dart-split"], context.refiner
     for refiner in (split, dart):
         assert refiner.config.diagonal_only and refiner.config.outputs == "w" and refiner.adaptive_temperature
@@ -145,8 +147,8 @@ def test_imagenet_c_imb_runs_from_class_folders(root):
 
     cells = benchmark_cells("imagenet-c-imb", corruptions=["gaussian_noise"], shift_params=[1, 1000],
                             methods=["noadapt", "bnadapt", "tent"], image_size=32)
-    results = run_benchmark("imagenet-c-imb", path=root / "online.csv", cells=cells, device="cpu", checkpoint=source,
-                            dart=TINY_DART, image_size=32, progress=False)
+    results = run_benchmark("imagenet-c-imb", path=root / "online.csv", cells=cells, device="cpu",
+                            overrides=Overrides(checkpoint=source, dart=TINY_DART, image_size=32), progress=False)
     assert len(results) == 2 * (1 + 2 * 3) and (results.n == 24).all()
     assert dart.module.net[2].out_features == 3 and dart.module.n_b == 0  # diagonal W: K outputs, b = 0
 
@@ -166,15 +168,15 @@ def test_domain_benchmarks_run_from_domain_folders(root, name):
     tiny = {**TINY_DART, "n_dir": 2}  # D_int: 3 classes x 14 images (the smallest class)
     cells = benchmark_cells(name, scenario_list=[f"{first}->{second}", f"{second}->{first}"], methods=methods,
                             image_size=32)
-    results = run_benchmark(name, path=root / f"{name}.csv", cells=cells, device="cpu", arch="small-cnn",
-                            recipe="smoke", dart=tiny, image_size=32, note_epochs=1, progress=False)
+    results = run_benchmark(name, path=root / f"{name}.csv", cells=cells, device="cpu", progress=False,
+                            overrides=Overrides(arch="small-cnn", recipe="smoke", dart=tiny, image_size=32, note_epochs=1))
     assert len(results) == len(cells)
     sizes = dict(zip(results.corruption, results.n))
     assert sizes[f"{first}->{second}"] == 64 + 3 and sizes[f"{second}->{first}"] == 64
     for domain in (first, second):
         assert checkpoint_path(dataset=name, arch="small-cnn", recipe="smoke", seed=0,
                                split=DOMAIN_FOLDERS[name][domain]).is_file()
-    context = prepare(name, domain=first, arch="small-cnn", recipe="smoke", dart=tiny, image_size=32,
+    context = prepare(name, domain=first, overrides=Overrides(arch="small-cnn", recipe="smoke", dart=tiny, image_size=32),
                       progress=False)
     assert context.refiner.temperature == BENCHMARKS[name].temperature
     assert context.refiner.config.alpha == BENCHMARKS[name].dart["alpha"]

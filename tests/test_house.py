@@ -13,9 +13,6 @@ PACKAGE = REPO_ROOT / "dartlib"
 MAX_LINES, MAX_PARAMETERS = 80, 10
 # function -> its parameter count today; remove an entry when the function takes fewer
 WIDE = {
-    "studies/large_benchmarks.py:prepare": 12, "studies/large_benchmarks.py:run_benchmark": 12,
-    "studies/own_model.py:before_after": 11, "studies/own_model.py:default_against_chosen": 13,
-    "studies/alpha_choice.py:validate_alpha": 13, "studies/alpha_choice.py:select_alpha": 12,
     "models/evaluation.py:corruption_accuracy": 11, "models/training.py:train_source": 11,
     "reporting/figures.py:confusion_heatmap": 12, "tta/note.py:finetune_iabn": 11, "tta/note.py:__init__": 11,
 }

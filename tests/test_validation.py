@@ -9,7 +9,7 @@ from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.data.sources import Dataset
 from dartlib.models.backbones import small_cnn
 from dartlib.data.protocols import long_tailed
-from dartlib.studies.alpha_choice import choose_alpha, heldout_rows, holdout_split
+from dartlib.studies.alpha_choice import AlphaSearch, choose_alpha, heldout_rows, holdout_split
 
 
 def test_holdout_split_is_disjoint_and_class_balanced():
@@ -110,7 +110,7 @@ def test_select_alpha_runs_the_rule_on_a_users_model_and_arrays(tmp_path, monkey
 
     monkeypatch.setattr(alpha_choice, "heldout_rows", scored)
     choice = alpha_choice.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
-                                     config=DartConfig(**SMALL), alphas=[1, 10], heldout_per_class=20,
+                                     config=DartConfig(**SMALL), search=AlphaSearch(alphas=[1, 10], heldout_per_class=20),
                                      cache_dir=tmp_path, progress=False)
     assert choice.alpha == 1.0 and choice.kept == 0.1
     assert str(choice).startswith("alpha = 1: 0.1 changes accuracy on held-out i.i.d. batches by -2.00 points, a loss "
@@ -118,7 +118,7 @@ def test_select_alpha_runs_the_rule_on_a_users_model_and_arrays(tmp_path, monkey
     assert choice.gains().loc[0.1, 100.0] == 5.0
     iid_gain[0.1] = -0.4
     assert alpha_choice.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
-                                   config=DartConfig(**SMALL), alphas=[1, 10], heldout_per_class=20,
+                                   config=DartConfig(**SMALL), search=AlphaSearch(alphas=[1, 10], heldout_per_class=20),
                                    cache_dir=tmp_path, progress=False).alpha == 0.1
 
 
@@ -132,8 +132,8 @@ def test_select_alpha_scores_trained_refiners_on_held_out_streams(tmp_path):
     model, images, labels = _plain_model_and_arrays()
     floats = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255  # tensors in [0, 1] work as well
     choice = select_alpha(model=model, data=(floats, torch.from_numpy(labels)), num_classes=4, device="cpu",
-                          config=DartConfig(**SMALL), alphas=[10], heldout_per_class=20, rhos=(1, 10),
-                          batch_size=20, cache_dir=tmp_path, progress=False)
+                          config=DartConfig(**SMALL),
+                          search=AlphaSearch(alphas=[10], heldout_per_class=20, rhos=(1, 10), batch_size=20), cache_dir=tmp_path, progress=False)
     assert choice.alpha in (0.1, 10.0)
     assert list(choice.table.columns) == ["alpha", "rho", "n", "bnadapt", "dart", "w_minus_i", "b_norm", "gain"]
     assert choice.table.n.tolist() == [80, len(long_tailed(np.arange(80) % 4, rho=10.0, seed=0))] * 2
@@ -142,7 +142,7 @@ def test_select_alpha_scores_trained_refiners_on_held_out_streams(tmp_path):
     assert w[10.0] < w[0.1]
     with pytest.raises(SettingError, match="heldout_per_class=100: hold out at least 1 and fewer than"):
         select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu", config=DartConfig(**SMALL),
-                     heldout_per_class=100, cache_dir=tmp_path)
+                     search=AlphaSearch(heldout_per_class=100), cache_dir=tmp_path)
 
 
 def test_the_choose_alpha_command_takes_a_model_file_weights_and_an_npz(tmp_path, monkeypatch, capsys):

@@ -95,39 +95,60 @@ def choose_alpha(frame: pd.DataFrame, *, paper_alpha: float, max_loss: float = 0
     return float(within.index[0]) if len(within) else float(loss.idxmin())
 
 
+# The candidates :func:`select_alpha` tries by default: the paper's 0.1 and stronger identity
+# regularisers, a factor of about 3 apart.
+DEFAULT_ALPHAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+
+
+@dataclass(frozen=True)
+class AlphaSearch:
+    """What the rule of this module searches and how it scores: the candidate ``alphas``,
+    ``heldout_per_class`` training images of every class held out (None: a fifth of the smallest
+    class, at most 500), the held-out streams' ``rhos`` (1, the i.i.d. stream the rule reads, among
+    them) in test batches of ``batch_size``, and ``max_loss``, the accuracy points BNAdapt+DART may
+    lose to BNAdapt on the i.i.d. stream before the rule leaves the kept alpha."""
+
+    alphas: Sequence[float] = DEFAULT_ALPHAS
+    heldout_per_class: int | None = None
+    rhos: Sequence[float] = (1, 10, 100)
+    batch_size: int = TEST_BATCH_SIZE
+    max_loss: float = 0.5
+
+    def heldout(self, labels: np.ndarray, *, num_classes: int) -> int:
+        """Images held out per class: ``heldout_per_class``, or a fifth of the smallest class (at most 500)."""
+        smallest = int(np.bincount(labels, minlength=num_classes).min())
+        return min(500, smallest // 5) if self.heldout_per_class is None else self.heldout_per_class
+
+
 def validate_alpha(
-    *, checkpoint: Path, model: nn.Module, train: Dataset, config: DartConfig, alphas, heldout_per_class: int = 500,
-    rhos=(1, 10, 100), batch_size: int = TEST_BATCH_SIZE, max_loss: float = 0.5, holdout_corruptions=(), severity: int = 5,
-    device: str | None = None, progress: bool = True,
+    *, checkpoint: Path, model: nn.Module, train: Dataset, config: DartConfig, search: AlphaSearch = AlphaSearch(),
+    holdout_corruptions=(), severity: int = 5, device: str | None = None, progress: bool = True,
 ) -> tuple[pd.DataFrame, float]:
-    """Train g_phi (``config`` with each alpha in ``alphas``) on the fit part of ``train`` and
-    score it on the held-out part, clean and under each of ``holdout_corruptions`` at
+    """Train g_phi (``config`` with each alpha of ``search``) on the fit part of ``train`` and
+    score it on the held-out part (:class:`AlphaSearch`), clean and under each of ``holdout_corruptions`` at
     ``severity``; returns the table (one row per alpha, corruption and rho) and the alpha
     :func:`choose_alpha` picks, with ``config.alpha`` as the value kept unless it loses too much
     (the paper's, or the profile's). The refiners are saved beside ``checkpoint``, tagged with
     the held-out split, and reused."""
     from dartlib.dart.intermediate import load_or_train_refiners
 
-    fit_idx, held_idx = holdout_split(train.labels, per_class=heldout_per_class, seed=config.seed)
+    alphas, held_n = search.alphas, search.heldout(train.labels, num_classes=len(train.classes))
+    fit_idx, held_idx = holdout_split(train.labels, per_class=held_n, seed=config.seed)
     fit, held = _subset(train, fit_idx, "train-fit"), _subset(train, held_idx, "train-heldout")
     streams = {"clean": held, **{c: corrupted_heldout(held, corruption=c, severity=severity, seed=config.seed)
                                  for c in holdout_corruptions}}
     # the candidates differ only in alpha, so those not saved yet train together in one pass
     trained = load_or_train_refiners(checkpoint, model, fit, [replace(config, alpha=float(a)) for a in alphas],
-                                     device=device, progress=progress, tag=f"fit-heldout{heldout_per_class}")
+                                     device=device, progress=progress, tag=f"fit-heldout{held_n}")
     rows = []
     for alpha, (refiner, _) in zip(alphas, trained):
         for name, data in streams.items():
             rows += [{"alpha": float(alpha), "corruption": name, **row}
-                     for row in heldout_rows(model, refiner, data, rhos=rhos, batch_size=batch_size, seed=config.seed)]
+                     for row in heldout_rows(model, refiner, data, rhos=search.rhos, batch_size=search.batch_size,
+                                             seed=config.seed)]
     frame = pd.DataFrame(rows)
     frame["gain"] = frame["dart"] - frame["bnadapt"]
-    return frame, choose_alpha(frame, paper_alpha=config.alpha, max_loss=max_loss)
-
-
-# The candidates :func:`select_alpha` tries by default: the paper's 0.1 and stronger identity
-# regularisers, a factor of about 3 apart.
-DEFAULT_ALPHAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+    return frame, choose_alpha(frame, paper_alpha=config.alpha, max_loss=search.max_loss)
 
 
 @dataclass
@@ -160,23 +181,21 @@ class AlphaChoice:
 
 def select_alpha(
     *, model: nn.Module, data, num_classes: int, device: str, config: DartConfig | None = None,
-    alphas: Sequence[float] = DEFAULT_ALPHAS, heldout_per_class: int | None = None, rhos: Sequence[float] = (1, 10, 100),
-    batch_size: int = TEST_BATCH_SIZE, max_loss: float = 0.5, cache_dir: Path | str | None = None,
-    progress: bool = True,
+    search: AlphaSearch = AlphaSearch(), cache_dir: Path | str | None = None, progress: bool = True,
 ) -> AlphaChoice:
     """Choose alpha, the weight of L_bal (Eq. 3), for your own classifier from its labelled
     training data alone (no test labels), by the rule of this module: keep ``config.alpha`` (the
-    paper's 0.1 by default) unless BNAdapt+DART loses more than ``max_loss`` points to BNAdapt on
-    held-out i.i.d. batches; otherwise take the smallest candidate of ``alphas`` that loses at most
-    that much (the one that loses least when none does).
+    paper's 0.1 by default) unless BNAdapt+DART loses more than ``search.max_loss`` points to BNAdapt
+    on held-out i.i.d. batches; otherwise take the smallest candidate of ``search.alphas`` that loses
+    at most that much (the one that loses least when none does).
 
     ``model``, ``data``, ``num_classes``, ``device``, ``config``, ``cache_dir``: as
     :func:`dartlib.dart.fit.fit_refiner` takes them (any ``nn.Module`` with BatchNorm layers
     returning logits for float N x C x H x W in [0, 1]; ``(images, labels)`` as numpy arrays or
-    torch tensors, a torch Dataset, ...). ``heldout_per_class`` images of every class (default a
-    fifth of the smallest class, at most 500) are held out; g_phi is trained for every candidate
-    (in one pass, Algorithm 1, with ``config``'s other settings: validate with the epochs you will
-    deploy) on the rest and scored on held-out streams, i.i.d. and long-tailed at ``rhos``
+    torch tensors, a torch Dataset, ...). ``search`` (:class:`AlphaSearch`): the candidates, the
+    images held out per class, the streams' rhos and the loss allowed; g_phi is trained for every
+    candidate (in one pass, Algorithm 1, with ``config``'s other settings: validate with the epochs
+    you will deploy) on the rest and scored on held-out streams, i.i.d. and long-tailed at its rhos
     (:func:`heldout_rows`). The refiners are cached as :func:`fit_refiner` caches its own. Raises
     :class:`dartlib.dart.fit.SettingError` naming the fix for data, a model or a setting that
     cannot work."""
@@ -187,14 +206,14 @@ def select_alpha(
 
     config = DartConfig() if config is None else config
     device = check_device(device)
-    alphas = sorted({float(a) for a in alphas} | {float(config.alpha)})
+    alphas = sorted({float(a) for a in search.alphas} | {float(config.alpha)})
     if any(a < 0 for a in alphas):
         raise SettingError(f"alphas {alphas}: the weight of L_bal is >= 0")
-    if 1.0 not in {float(r) for r in rhos}:
-        raise SettingError(f"rhos={list(rhos)}: the rule reads the i.i.d. stream, so rhos must include 1")
+    if 1.0 not in {float(r) for r in search.rhos}:
+        raise SettingError(f"rhos={list(search.rhos)}: the rule reads the i.i.d. stream, so rhos must include 1")
     train = labelled_images(data, num_classes=num_classes)
     smallest = int(np.bincount(train.labels, minlength=num_classes).min())
-    held_n = min(500, smallest // 5) if heldout_per_class is None else heldout_per_class
+    held_n = search.heldout(train.labels, num_classes=num_classes)
     if not 1 <= held_n < smallest:
         raise SettingError(f"heldout_per_class={held_n}: hold out at least 1 and fewer than the smallest class's "
                            f"{smallest} images (default: a fifth of it)")
@@ -210,9 +229,10 @@ def select_alpha(
                                      probe=model_probe(model, fit, device=device))
     rows = []
     for alpha, (refiner, _) in zip(alphas, trained):
-        rows += [{"alpha": alpha, **row} for row in heldout_rows(model, refiner, held, rhos=rhos,
-                                                                  batch_size=batch_size, seed=config.seed, device=device)]
+        rows += [{"alpha": alpha, **row} for row in heldout_rows(model, refiner, held, rhos=search.rhos,
+                                                                  batch_size=search.batch_size, seed=config.seed,
+                                                                  device=device)]
     frame = pd.DataFrame(rows)
     frame["gain"] = frame["dart"] - frame["bnadapt"]
-    chosen = choose_alpha(frame, paper_alpha=float(config.alpha), max_loss=max_loss)
-    return AlphaChoice(alpha=chosen, kept=float(config.alpha), max_loss=max_loss, table=frame)
+    chosen = choose_alpha(frame, paper_alpha=float(config.alpha), max_loss=search.max_loss)
+    return AlphaChoice(alpha=chosen, kept=float(config.alpha), max_loss=search.max_loss, table=frame)

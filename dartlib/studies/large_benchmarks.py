@@ -215,10 +215,25 @@ def intermediate_data(bench: Benchmark, *, domain: str | None = None, seed: int 
     return load(bench.source_dataset, split="train")
 
 
-def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str | None = None, arch: str | None = None,
-            recipe: str | None = None, checkpoint: Path | None = None, dart: dict | None = None,
-            image_size: int | None = None, note_epochs: int | None = None, with_note: bool = False,
-            progress: bool = True) -> TestTimeContext:
+@dataclass(frozen=True)
+class Overrides:
+    """Changes to a benchmark's paper settings, so that the same code path runs on tiny fixtures (the
+    tests): the source model's ``arch`` and ``recipe`` or a ready ``checkpoint``, DartConfig fields
+    (``dart``), the ``image_size`` and NOTE's IABN epochs. None and empty: the paper's."""
+
+    arch: str | None = None
+    recipe: str | None = None
+    checkpoint: Path | None = None
+    dart: dict = field(default_factory=dict)
+    image_size: int | None = None
+    note_epochs: int | None = None
+
+
+PAPER_SETTINGS = Overrides()
+
+
+def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str | None = None,
+            overrides: Overrides = PAPER_SETTINGS, with_note: bool = False, progress: bool = True) -> TestTimeContext:
     """What every cell of a benchmark (of one source domain) shares: the source model, DART's
     g_phi and/or DART-split's pair (temperature set as the paper does), NOTE's IABN copy, all on
     ``device`` (None: the machine's, :func:`dartlib.devices.default_device`)."""
@@ -226,15 +241,15 @@ def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str 
     from dartlib.models.checkpoints import load_checkpoint
     from dartlib.tta.note import load_or_finetune_iabn
 
-    bench = BENCHMARKS[name]
+    bench, o = BENCHMARKS[name], overrides
     device = device or default_device()
-    checkpoint = checkpoint or source_checkpoint(bench, domain=domain, seed=seed, arch=arch, recipe=recipe,
-                                                 image_size=image_size, device=device, progress=progress)
+    checkpoint = o.checkpoint or source_checkpoint(bench, domain=domain, seed=seed, arch=o.arch, recipe=o.recipe,
+                                                   image_size=o.image_size, device=device, progress=progress)
     model, _ = load_checkpoint(checkpoint)
-    train = intermediate_data(bench, domain=domain, seed=seed, image_size=image_size)
+    train = intermediate_data(bench, domain=domain, seed=seed, image_size=o.image_size)
     refiners = {}
     for variant in [r for r in bench.refiners if r != "none"]:
-        settings = {**bench.dart, **(bench.split if variant == "dart-split" else {}), **(dart or {})}
+        settings = {**bench.dart, **(bench.split if variant == "dart-split" else {}), **o.dart}
         config = DartConfig(variant=variant, seed=seed, **settings)
         refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
         refiner.temperature = bench.temperature
@@ -244,7 +259,7 @@ def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str 
         refiners[variant] = refiner
     iabn = None
     if with_note:
-        iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=note_epochs or bench.note_epochs,
+        iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=o.note_epochs or bench.note_epochs,
                                         seed=seed, device=device, progress=progress)
     options = {}
     if bench.optimizer:
@@ -258,24 +273,21 @@ def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str 
 
 
 def run_benchmark(name: str, *, path: Path, seed: int = 0, device: str | None = None, cells: list[Cell] | None = None,
-                  arch: str | None = None, recipe: str | None = None, checkpoint: Path | None = None,
-                  dart: dict | None = None, image_size: int | None = None, note_epochs: int | None = None,
-                  progress: bool = True) -> pd.DataFrame:
+                  overrides: Overrides = PAPER_SETTINGS, progress: bool = True) -> pd.DataFrame:
     """Run ``cells`` (default: all of :func:`benchmark_cells`) of benchmark ``name`` into the
     results file ``path`` (resumable; a stored cell is recomputed when its source model or g_phi
     changed) and return their results. Domain benchmarks prepare one context per source domain."""
     bench = BENCHMARKS[name]
     device = device or default_device()
-    cells = cells if cells is not None else benchmark_cells(name, seed=seed, image_size=image_size)
+    cells = cells if cells is not None else benchmark_cells(name, seed=seed, image_size=overrides.image_size)
     with_note = "note" in {c.method for c in cells}
     contexts: dict[str | None, TestTimeContext] = {}
 
     def context_of(cell: Cell) -> TestTimeContext:
         domain = cell.corruption.split("->")[0] if bench.kind == "domain" else None
         if domain not in contexts:
-            contexts[domain] = prepare(name, domain=domain, seed=seed, device=device, arch=arch, recipe=recipe,
-                                       checkpoint=checkpoint, dart=dart, image_size=image_size,
-                                       note_epochs=note_epochs, with_note=with_note, progress=progress)
+            contexts[domain] = prepare(name, domain=domain, seed=seed, device=device, overrides=overrides,
+                                       with_note=with_note, progress=progress)
         return contexts[domain]
 
     # Domain by domain, so that the cells of one source model run together.

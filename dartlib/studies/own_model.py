@@ -9,6 +9,8 @@ briefly with Adam: the kind of model a user brings.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ from torch.nn import functional as F
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load
 from dartlib.data.augmentation import to_tensor
-from dartlib.data.protocols import long_tailed
+from dartlib.data.protocols import TEST_BATCH_SIZE, long_tailed
 from dartlib.tta.wrap import stream_accuracy, wrap
 
 
@@ -78,20 +80,35 @@ def clean_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, 
     return 100.0 * correct / len(labels)
 
 
-def before_after(model: nn.Module, refiner: Refiner, *, num_classes: int, corrupted_dataset: str,
-                 corruptions: list[str], severity: int, rhos: list[float], stream_limit: int, batch_size: int,
-                 seed: int, device: str) -> pd.DataFrame:
-    """BNAdapt and BNAdapt+DART (:func:`wrap` with and without ``refiner``) on the LT stream of
-    every corruption and rho (:func:`long_tailed`, shuffled; its first ``stream_limit`` images when
-    > 0). One row per (corruption, rho, method): accuracy (%) and the stream's length."""
+@dataclass(frozen=True)
+class LTStreams:
+    """The long-tailed test streams a model is judged on (Section 5.1's CIFAR-10C-LT protocol): every
+    corruption of ``corrupted_dataset`` at ``severity``, each rho's shuffled long-tailed order
+    (:func:`long_tailed` with ``seed``; its first ``stream_limit`` images when > 0), in test batches
+    of ``batch_size``."""
+
+    corrupted_dataset: str
+    corruptions: Sequence[str]
+    severity: int
+    rhos: Sequence[float]
+    stream_limit: int = 0
+    batch_size: int = TEST_BATCH_SIZE
+    seed: int = 0
+
+
+def before_after(model: nn.Module, refiner: Refiner, *, num_classes: int, streams: LTStreams,
+                 device: str) -> pd.DataFrame:
+    """BNAdapt and BNAdapt+DART (:func:`wrap` with and without ``refiner``) on every stream of
+    ``streams``. One row per (corruption, rho, method): accuracy (%) and the stream's length."""
+    s = streams
     rows = []
-    for corruption in corruptions:
-        test = load(corrupted_dataset, corruption=corruption, severity=severity)
-        for rho in rhos:
-            order = long_tailed(test.labels, rho=rho, seed=seed)[:stream_limit or None]
+    for corruption in s.corruptions:
+        test = load(s.corrupted_dataset, corruption=corruption, severity=s.severity)
+        for rho in s.rhos:
+            order = long_tailed(test.labels, rho=rho, seed=s.seed)[:s.stream_limit or None]
             for method, used in (("BNAdapt", None), ("BNAdapt+DART", refiner)):
                 adapter = wrap("bnadapt", model=model, refiner=used, device=device)
-                accuracy = stream_accuracy(adapter, test, num_classes=num_classes, batch_size=batch_size,
+                accuracy = stream_accuracy(adapter, test, num_classes=num_classes, batch_size=s.batch_size,
                                            device=device, order=order)
                 rows.append({"corruption": corruption, "rho": rho, "method": method, "accuracy": accuracy,
                              "images": len(order)})
@@ -132,24 +149,17 @@ def small_bn_cnn(*, num_classes: int, seed: int) -> nn.Module:
 
 
 def default_against_chosen(model: nn.Module, *, data: tuple[np.ndarray, np.ndarray], num_classes: int,
-                           config: DartConfig, alpha: float, corrupted_dataset: str, corruptions: list[str],
-                           severity: int, rhos: list[float], stream_limit: int, batch_size: int, seed: int,
-                           device: str) -> pd.DataFrame:
+                           config: DartConfig, alpha: float, streams: LTStreams, device: str) -> pd.DataFrame:
     """BNAdapt, and BNAdapt+DART with g_phi fitted at ``config``'s alpha (the paper's by default)
-    and at ``alpha`` (what :func:`dartlib.studies.alpha_choice.select_alpha` picked), on the LT
-    streams of :func:`before_after`: mean accuracy over corruptions per rho, then each DART's gain."""
-    from dataclasses import replace
-
+    and at ``alpha`` (what :func:`dartlib.studies.alpha_choice.select_alpha` picked), on ``streams``
+    (:func:`before_after`): mean accuracy over corruptions per rho, then each DART's gain."""
     from dartlib.dart.fit import fit_refiner
 
     table = {}
     for label, value in ((f"alpha {config.alpha:g} (default)", config.alpha), (f"alpha {alpha:g} (chosen)", alpha)):
         fitted = fit_refiner(model=model, data=data, num_classes=num_classes, device=device,
                              config=replace(config, alpha=value), progress=False)
-        rows = before_after(model, fitted.refiner, num_classes=num_classes, corrupted_dataset=corrupted_dataset,
-                            corruptions=corruptions, severity=severity, rhos=rhos, stream_limit=stream_limit,
-                            batch_size=batch_size, seed=seed, device=device)
-        gains = gain_table(rows)
+        gains = gain_table(before_after(model, fitted.refiner, num_classes=num_classes, streams=streams, device=device))
         table.setdefault("BNAdapt", gains.loc["BNAdapt"])
         table[f"BNAdapt+DART, {label}"] = gains.loc["BNAdapt+DART"]
         table[f"DART - BNAdapt, {label}"] = gains.loc["DART - BNAdapt"]

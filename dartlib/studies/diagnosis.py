@@ -17,6 +17,7 @@ BNAdapt rows over seeds beside the paper's mean +- std (:func:`seed_table`).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import textwrap
 from dataclasses import dataclass, field
@@ -247,19 +248,28 @@ def intermediate_batch_shapes(*, settings: Settings, names: list[str], epochs: i
     return pd.DataFrame(rows)
 
 
+# Changed when :func:`intermediate_batch_shapes` changes what it computes (its stored table goes stale).
+BATCH_SHAPES_REVISION = 1
+
+
 def batch_shape_results(*, profile: str, compute: bool, names: list[str]):
     """``results/<profile>/diagnosis_batches.csv`` (:func:`intermediate_batch_shapes` of ``names``):
-    computed first when ``compute`` (it reads the source's training labels), else read; an empty
-    table where it has not been computed."""
-    import pandas as pd
-
+    with ``compute``, computed unless it is current (keyed by the variants' settings, the source's
+    training labels and the code's revision: :func:`dartlib.experiments.keyed_tables.keyed_table`),
+    else read; an empty table where it has not been computed."""
+    from dartlib.data.sources import load
+    from dartlib.experiments.keyed_tables import inputs_digest, keyed_table
     from dartlib.paths import results_dir
 
     path = results_dir(profile) / "diagnosis_batches.csv"
-    if compute:
-        table = intermediate_batch_shapes(settings=Settings.from_profile(profile), names=names)
-        table.to_csv(path, index=False, float_format="%.6g")
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    if not compute:
+        return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    settings = Settings.from_profile(profile)
+    labels = load(settings["source_dataset"], split="train").labels
+    inputs = inputs_digest(f"batch-shapes@{BATCH_SHAPES_REVISION}", settings["source_dataset"],
+                           hashlib.sha256(labels.astype("<i8").tobytes()).hexdigest(),
+                           *(repr(variant_config(settings=settings, name=name)) for name in names))
+    return keyed_table(path, inputs=inputs, compute=lambda: intermediate_batch_shapes(settings=settings, names=names))
 
 
 def refiner_provenance(*, settings: Settings, names: list[str]):

@@ -95,6 +95,17 @@ def identifiability(*, forward: Callable[[torch.Tensor], torch.Tensor], train_im
 IDENTIFIABILITY_IR = 5000.0  # single-class test batches
 
 
+def identifiability_cells(settings: Settings) -> list:
+    """The BNAdapt cells whose streams :func:`identifiability_study` reads: CIFAR-10C-imb at IR 5000,
+    one per corruption of ``online_corruptions``."""
+    from dartlib.experiments.grid import Cell
+
+    return [Cell(dataset=settings["corrupted_dataset"], shift="online-imb", shift_param=IDENTIFIABILITY_IR,
+                 corruption=corruption, severity=settings["severity"], method="bnadapt",
+                 params=f"subset={settings['imb_subset_size']}", seed=settings["seed"])
+            for corruption in settings["online_corruptions"]]
+
+
 def identifiability_study(*, settings: Settings, context: TestTimeContext, per_class: int = 20) -> pd.DataFrame:
     """:func:`identifiability` on the profile's CIFAR-10C-imb
     streams at IR 5000 (seed 0, every corruption of ``online_corruptions``), with the BN-adapted
@@ -102,15 +113,9 @@ def identifiability_study(*, settings: Settings, context: TestTimeContext, per_c
     computed twice)."""
     from dartlib.data import load
     from dartlib.experiments.engine import cell_stream
-    from dartlib.experiments.grid import Cell
 
     forward = context.shared_source()
-    streams = {}
-    for corruption in settings["online_corruptions"]:
-        cell = Cell(dataset=settings["corrupted_dataset"], shift="online-imb", shift_param=IDENTIFIABILITY_IR,
-                    corruption=corruption, severity=settings["severity"], method="bnadapt",
-                    params=f"subset={settings['imb_subset_size']}", seed=settings["seed"])
-        streams[corruption] = cell_stream(cell)
+    streams = {cell.corruption: cell_stream(cell) for cell in identifiability_cells(settings)}
     train = load(settings["source_dataset"], split="train")
     table = identifiability(forward=forward, train_images=train.images, train_labels=train.labels, streams=streams,
                             batch_size=context.batch_size, per_class=per_class, seed=settings["seed"])
@@ -118,16 +123,39 @@ def identifiability_study(*, settings: Settings, context: TestTimeContext, per_c
     return table
 
 
+# Changed when the study's code changes what it computes, so that its stored table goes stale.
+IDENTIFIABILITY_REVISION = 1
+
+
+def identifiability_inputs(*, settings: Settings, per_class: int) -> str:
+    """The digest of what :func:`identifiability_study` reads: the source model's file, the test
+    streams, the test batch size, ``per_class`` and the study's revision."""
+    from dartlib.experiments.engine import stream_digest
+    from dartlib.experiments.keyed_tables import inputs_digest
+    from dartlib.models.artefacts import sha256_of
+
+    return inputs_digest(f"identifiability@{IDENTIFIABILITY_REVISION}", sha256_of(settings.checkpoint()),
+                         settings["source_dataset"], settings["test_batch_size"], per_class, settings["seed"],
+                         *(stream_digest(cell) for cell in identifiability_cells(settings)))
+
+
 def identifiability_results(*, profile: str, compute: bool, per_class: int = 20) -> pd.DataFrame:
-    """``results/<profile>/identifiability.csv``: computed first (:func:`identifiability_study`
-    with notebook 15's context, whose BN-adapted forwards it shares) when ``compute``, else read;
-    an empty table where it has not been computed (the notebook says so: NOT RUN)."""
-    from dartlib.studies.diagnosis import prepare_diagnosis_context
+    """``results/<profile>/identifiability.csv``: with ``compute``, computed
+    (:func:`identifiability_study` with notebook 15's context, whose BN-adapted forwards it shares)
+    unless it is current (:func:`dartlib.experiments.keyed_tables.keyed_table`), else read; an
+    empty table where it has not been computed (the notebook says so: NOT RUN)."""
+    from dartlib.experiments.keyed_tables import keyed_table
     from dartlib.paths import results_dir
+    from dartlib.studies.diagnosis import prepare_diagnosis_context
 
     path = results_dir(profile) / "identifiability.csv"
-    if compute:
-        context, _ = prepare_diagnosis_context(settings=Settings.from_profile(profile))
-        table = identifiability_study(settings=Settings.from_profile(profile), context=context, per_class=per_class)
-        table.to_csv(path, index=False, float_format="%.6g")
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    if not compute:
+        return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    settings = Settings.from_profile(profile)
+
+    def compute_table() -> pd.DataFrame:
+        context, _ = prepare_diagnosis_context(settings=settings)
+        return identifiability_study(settings=settings, context=context, per_class=per_class)
+
+    return keyed_table(path, inputs=identifiability_inputs(settings=settings, per_class=per_class),
+                       compute=compute_table)

@@ -1,0 +1,48 @@
+"""A study's table that is not a grid of cells (one analysis over several streams, e.g. the
+diagnosis's batch shapes or its identifiability bound), kept under the digest of what made it.
+
+``<name>.csv`` is stored with ``<name>.inputs`` beside it, one line: the digest of the inputs the
+table was computed from (its settings, the trained inputs and test streams it read, the revision of
+its code). :func:`keyed_table` computes the table only where that line is absent or differs from
+the digest of the current inputs, so that a notebook run again over a current table recomputes
+nothing, and a changed setting recomputes it. Both files are written atomically, the table first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from dartlib.data.files import atomic_path, write_text_atomic
+
+
+def inputs_digest(*parts: object) -> str:
+    """sha256 (16 hex digits) of ``parts`` as text, in order."""
+    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:16]
+
+
+def stamp_path(path: Path) -> Path:
+    """``<name>.inputs`` beside ``<name>.csv``."""
+    return Path(path).with_suffix(".inputs")
+
+
+def is_current(path: Path, *, inputs: str) -> bool:
+    """Whether ``path`` exists and was computed from ``inputs``."""
+    stamp = stamp_path(path)
+    return Path(path).is_file() and stamp.is_file() and stamp.read_text().strip() == inputs
+
+
+def keyed_table(path: Path, *, inputs: str, compute: Callable[[], pd.DataFrame],
+                float_format: str = "%.6g") -> pd.DataFrame:
+    """The table at ``path`` when it was computed from ``inputs``; else ``compute()``, written to
+    ``path`` with ``inputs`` beside it, and returned as read back (the stored precision)."""
+    path = Path(path)
+    if not is_current(path, inputs=inputs):
+        table = compute()
+        with atomic_path(path) as tmp:
+            table.to_csv(tmp, index=False, float_format=float_format)
+        write_text_atomic(stamp_path(path), inputs + "\n")
+    return pd.read_csv(path)

@@ -1,0 +1,32 @@
+"""A study's table outside the grids is computed once per set of inputs (dartlib.experiments.keyed_tables)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dartlib.experiments.keyed_tables import inputs_digest, is_current, keyed_table, stamp_path
+
+
+def test_a_table_is_computed_once_per_inputs_and_again_when_they_change(tmp_path):
+    path, calls = tmp_path / "shapes.csv", []
+
+    def compute() -> pd.DataFrame:
+        calls.append(1)
+        return pd.DataFrame({"variant": ["a", "b"], "value": [1.0 / 3, 2.0]})
+
+    first = keyed_table(path, inputs=inputs_digest("rev1", 0.1), compute=compute)
+    again = keyed_table(path, inputs=inputs_digest("rev1", 0.1), compute=compute)
+    assert len(calls) == 1 and first.equals(again)
+    assert first.value.tolist() == [0.333333, 2.0]  # what is returned is what is stored
+    assert stamp_path(path).read_text().strip() == inputs_digest("rev1", 0.1)
+    keyed_table(path, inputs=inputs_digest("rev1", 0.2), compute=compute)  # a changed setting
+    assert len(calls) == 2 and is_current(path, inputs=inputs_digest("rev1", 0.2))
+
+
+def test_a_table_without_its_stamp_is_not_current(tmp_path):
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"x": [1]}).to_csv(path, index=False)
+    assert not is_current(path, inputs="abc")
+    stamp_path(path).write_text("abc\n")
+    assert is_current(path, inputs="abc") and not is_current(path, inputs="abd")
+    assert inputs_digest(1, 2) != inputs_digest(12) and inputs_digest(1, 2) != inputs_digest(2, 1)

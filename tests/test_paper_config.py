@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 
 from dartlib.experiments.grid import SCHEMA
-from dartlib.studies.paper_config import PAPER_VARIANTS, paper_config_cells
+from dartlib.studies.paper_config import PAPER_VARIANTS, bnadapt_block, every_method_block, paper_config_cells
 from dartlib.experiments.settings import Settings
 from dartlib.book import claims
-from dartlib.studies.paper_config import bnadapt_block, every_method_block
 
 CORRUPTIONS = ["fog", "snow"]
 

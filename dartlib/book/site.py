@@ -48,8 +48,7 @@ from dartlib.reporting.paper import TABLES as PAPER_TABLES, load_table
 from dartlib.reporting.tables import with_row_labels
 from dartlib.studies.costs import cost_rows
 from dartlib.studies.diagnosis import diagnosis_table, seed_table
-from dartlib.studies.table1 import TABLE1_METHODS
-from dartlib.studies.table1 import per_corruption_table, rendered_table, row_order
+from dartlib.studies.table1 import TABLE1_METHODS, per_corruption_table, rendered_table, row_order
 
 BOOK_DIR = REPO_ROOT / "build" / "book"
 DOCS_DIR = REPO_ROOT / "docs"

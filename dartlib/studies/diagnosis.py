@@ -200,8 +200,6 @@ def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress
     shared it). ``compute``: first train the refiners of ``names`` that are missing (hours on a
     CPU, resumable: an interrupted pass continues from its last epoch) and compute the grid's
     missing or stale cells; otherwise read the stored rows. Returns (rows, provenance)."""
-    import pandas as pd
-
     from dartlib.experiments.engine import run_cells
     from dartlib.experiments.grid import read_results, stored_rows
     from dartlib.paths import results_dir
@@ -221,19 +219,19 @@ def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress
     return rows, pd.read_csv(provenance) if provenance.is_file() else pd.DataFrame()
 
 
-def intermediate_batch_shapes(*, settings: Settings, names: list[str], epochs: int = 2):
+def intermediate_batch_shapes(*, settings: Settings, names: list[str], epochs: int = 2,
+                              labels: np.ndarray | None = None):
     """What g_phi's Dirichlet batches look like under each variant of ``names`` (Algorithm 1's
     imbalanced stream over ``epochs`` epochs, drawn as :func:`dartlib.dart.intermediate.train_refiners`
     draws it): D_int's size, the batch size, the images per Dirichlet chunk, the mean share of a
     batch's largest class, the mean number of classes in a batch, the share of one-class batches
-    and the steps per epoch. Reads the source's training labels only."""
-    import pandas as pd
-
+    and the steps per epoch. Reads the source's training labels only (``labels``, when the caller
+    has them already)."""
     from dartlib.dart.intermediate import _imbalanced_batches
     from dartlib.data.protocols import batch_class_counts, class_balanced
     from dartlib.data.sources import load
 
-    labels_all = load(settings["source_dataset"], split="train").labels
+    labels_all = load(settings["source_dataset"], split="train").labels if labels is None else labels
     rows = []
     for name in names:
         config = variant_config(settings=settings, name=name)
@@ -269,14 +267,13 @@ def batch_shape_results(*, profile: str, compute: bool, names: list[str]):
     inputs = inputs_digest(f"batch-shapes@{BATCH_SHAPES_REVISION}", settings["source_dataset"],
                            hashlib.sha256(labels.astype("<i8").tobytes()).hexdigest(),
                            *(repr(variant_config(settings=settings, name=name)) for name in names))
-    return keyed_table(path, inputs=inputs, compute=lambda: intermediate_batch_shapes(settings=settings, names=names))
+    return keyed_table(path, inputs=inputs,
+                       compute=lambda: intermediate_batch_shapes(settings=settings, names=names, labels=labels))
 
 
 def refiner_provenance(*, settings: Settings, names: list[str]):
     """Per trained variant of ``names``: its refiner file, sha256, the seconds of the pass that
     trained it, how many refiners shared that pass, and the seconds per refiner."""
-    import pandas as pd
-
     from dartlib.dart.intermediate import refiner_path
     from dartlib.models.artefacts import sha256_of
     from dartlib.models.checkpoints import load_weights

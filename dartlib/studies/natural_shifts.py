@@ -14,8 +14,7 @@ from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
 from dartlib.reporting.paper import load_table
 from dartlib.reporting.tables import beside_paper, render, row_label
-from dartlib.studies.table1 import TABLE1_METHODS
-from dartlib.studies.table1 import table1_cells
+from dartlib.studies.table1 import TABLE1_METHODS, table1_cells
 
 
 def cifar10_1_not_run(settings: Settings) -> str | None:

@@ -34,6 +34,33 @@ def test_a_cell_without_arch_names_what_is_missing():
         cell_arch("subset=1000")
 
 
+class _Context:
+    """A TestTimeContext's part that run_cells reads before evaluating (the inputs digest)."""
+
+    batch_size, device = 200, "cpu"
+
+    def __init__(self, name):
+        self.name = name
+
+    def inputs(self, cell):
+        return f"{self.name}-inputs"
+
+
+def test_run_cells_runs_each_cell_with_its_backbones_context(monkeypatch, tmp_path):
+    from dartlib.experiments import engine
+    from dartlib.experiments.grid import Cell
+    from dartlib.studies.backbone_strength import StudyContext
+
+    seen = []
+    monkeypatch.setattr(engine, "evaluate_cell", lambda cell, context, progress=False: (
+        seen.append((cell.params, context.name)) or {"n": 10, "accuracy": 50.0}))
+    study = StudyContext({"resnet26-w8": _Context("w8"), "resnet26-w16": _Context("w16")})
+    cells = [Cell("cifar10c", "lt", 1.0, "snow", 5, "bnadapt", params=f"arch={a}") for a in ("resnet26-w8", "resnet26-w16")]
+    rows = engine.run_cells(cells, study, path=tmp_path / "study.csv", experiment="backbone_study", progress=False)
+    assert seen == [("arch=resnet26-w8", "w8"), ("arch=resnet26-w16", "w16")]
+    assert list(rows["inputs"]) == ["w8-inputs", "w16-inputs"]
+
+
 def _rows(arch, severity, values):
     rows = []
     for (shift, param, method, refiner), accs in values.items():

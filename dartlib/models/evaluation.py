@@ -24,16 +24,16 @@ RESULT_COLUMNS = ["experiment", "dataset", "shift", "shift_param", "corruption",
 
 def corruption_accuracy(
     model: nn.Module, *, dataset: str, experiment: str, method: str = "noadapt", severity: int = 5,
-    corruptions: Sequence[str] = CORRUPTIONS, seed: int = 0, batch_size: int = TEST_BATCH_SIZE, device: str | None = None,
+    corruptions: Sequence[str] = CORRUPTIONS, seed: int = 0, batch_size: int = TEST_BATCH_SIZE,
     limit: int | None = None, progress: bool = True,
 ) -> pd.DataFrame:
     """NoAdapt (source statistics) or BNAdapt (test-batch statistics) accuracy on each corruption
     of an i.i.d. (balanced) test stream in the test-set order; ``limit`` keeps the first images.
-    ``device``: as in :func:`stream_logits`."""
+    Evaluated on the machine's device (:func:`evaluated_on`; ``$DART_DEVICE`` chooses another)."""
     if method not in ("noadapt", "bnadapt"):
         raise ValueError(f"unknown method {method!r}; valid: noadapt, bnadapt")
     (use_source_statistics if method == "noadapt" else use_batch_statistics)(model)
-    here, device = evaluated_on(model, device)  # one device copy for every corruption
+    here, device = evaluated_on(model, None)  # one device copy for every corruption
     rows = []
     # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
     for corruption in tqdm(corruptions, desc=f"{method} on {dataset}", **({} if progress else {"disable": True})):

@@ -173,17 +173,26 @@ def sgd_epoch(model: nn.Module, opt: torch.optim.Optimizer, batches: EpochBatche
     return float(loss_sum), int(correct), seen
 
 
+@dataclass(frozen=True)
+class Splits:
+    """Which data a source model trains and is tested on: the data set's splits and the options
+    its loader takes (e.g. ``image_size``). A domain benchmark trains on one domain's folder."""
+
+    train: str = "train"
+    test: str = "test"
+    load_options: tuple[tuple[str, object], ...] = ()
+
+
 def train_source(
     *, dataset: str, arch: str, recipe: str, seed: int = 0, device: str | None = None,
-    max_epochs: int | None = None, progress: bool = True, train_split: str = "train", test_split: str = "test",
-    load_options: dict | None = None, directory: Path | None = None,
+    max_epochs: int | None = None, progress: bool = True, splits: Splits = Splits(), directory: Path | None = None,
 ) -> Path:
     """Train (or resume training) a source classifier; returns the finished checkpoint's path.
 
     ``max_epochs`` stops after that many epochs in this call (the partial state is kept, and the
-    next call resumes), for budgets split across sessions. ``train_split`` / ``test_split`` and
-    ``load_options`` (e.g. ``image_size``) select the data of a domain benchmark, whose source
-    model trains on one domain (its "clean accuracy" is then measured on ``test_split``).
+    next call resumes), for budgets split across sessions. ``splits`` selects the data of a domain
+    benchmark, whose source model trains on one domain (its "clean accuracy" is then measured on
+    ``splits.test``).
     ``directory``: train into another folder than the data root's ``checkpoints/`` (e.g. to
     retrain a committed model and compare, :func:`dartlib.models.artefacts.retrained_within_tolerance`).
     On a GPU (:func:`dartlib.devices.resident`) the training and test sets are resident there as
@@ -191,11 +200,12 @@ def train_source(
     precision and the steady rate in images per second (epochs after the first).
     """
     rec = RECIPES[recipe]
+    train_split, test_split = splits.train, splits.test
     final = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, split=train_split, directory=directory)
     if final.is_file():
         return final
     device = device or default_device()
-    options = load_options or {}
+    options = dict(splits.load_options)
     train, test = load(dataset, split=train_split, **options), load(dataset, split=test_split, **options)
     torch.manual_seed(seed)
     model = build(arch, num_classes=train.num_classes).to(device)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib as mpl
@@ -89,6 +90,21 @@ def save_figure(fig: plt.Figure, *, profile: str, name: str) -> list[Path]:
     return paths
 
 
+@dataclass(frozen=True)
+class HeatScale:
+    """How a heatmap maps values to colours: the range (None: the data's), the colour map and, for
+    a diverging map, the value at its centre."""
+
+    vmin: float | None = 0.0
+    vmax: float | None = 1.0
+    cmap: str = "Blues"
+    center: float | None = None
+
+
+RATES = HeatScale()  # rates in [0, 1]: confusion matrices, transition matrices
+SIGNED = HeatScale(vmin=None, vmax=None, cmap="vlag", center=0.0)  # signed weights around 0, the data's range
+
+
 def confusion_heatmap(
     ax: plt.Axes,
     matrix: np.ndarray,
@@ -98,10 +114,7 @@ def confusion_heatmap(
     annotate: bool = True,
     fmt: str = ".2f",
     title: str | None = None,
-    vmin: float | None = 0.0,
-    vmax: float | None = 1.0,
-    cmap: str = "Blues",
-    center: float | None = None,
+    scale: HeatScale = RATES,
     square: bool = True,
 ) -> None:
     """A heatmap of a K x K matrix, by default a row-normalised confusion matrix (rows: true
@@ -115,10 +128,10 @@ def confusion_heatmap(
     sns.heatmap(
         matrix,
         ax=ax,
-        vmin=vmin,
-        vmax=vmax,
-        cmap=cmap,
-        center=center,
+        vmin=scale.vmin,
+        vmax=scale.vmax,
+        cmap=scale.cmap,
+        center=scale.center,
         annot=annotate,
         fmt=fmt,
         annot_kws={"fontsize": ANNOTATION_SIZE},

@@ -122,6 +122,11 @@ class StudyContext:
         first = next(iter(self.contexts.values()))
         self.batch_size, self.device = first.batch_size, first.device
 
+    def __call__(self, cell: Cell):
+        """The context of ``cell``'s backbone: a StudyContext is what :func:`run_cells` takes as
+        "a function giving each cell its own" context."""
+        return self.of(cell)
+
     def of(self, cell: Cell):
         arch = cell_arch(cell.params)
         if arch not in self.contexts:

@@ -104,7 +104,7 @@ def plot_transitions(*, t_true: np.ndarray, t_hoc: np.ndarray, settings: Setting
     """The true T beside HOC's; saved as ``figures/<profile>/hoc_transition``."""
     k = t_true.shape[0]
     fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 4.2))
-    confusion_heatmap(axes[0], t_true, vmin=0, vmax=1, title="true T (BNAdapt confusion)", annotate=k <= 10)
-    confusion_heatmap(axes[1], t_hoc, vmin=0, vmax=1, title="T estimated by HOC", annotate=k <= 10)
+    confusion_heatmap(axes[0], t_true, title="true T (BNAdapt confusion)", annotate=k <= 10)
+    confusion_heatmap(axes[1], t_hoc, title="T estimated by HOC", annotate=k <= 10)
     save_figure(fig, profile=settings.profile, name="hoc_transition")
     return fig

@@ -17,8 +17,11 @@ import torch
 from dartlib.dart.refiner import batch_statistics
 from dartlib.data import load, protocols
 from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
-from dartlib.reporting.figures import WIDTH, confusion_heatmap, save_figure
+from dartlib.reporting.figures import WIDTH, HeatScale, confusion_heatmap, save_figure
 from dartlib.reporting.paper import load_table
+
+# g_phi's W and b on one fixed range, so that panels of different alpha and rho compare by colour
+WEIGHTS = HeatScale(vmin=-1.5, vmax=1.5, cmap="vlag", center=0.0)
 
 Stream = tuple[np.ndarray, np.ndarray, list[torch.Tensor]]  # labels, order, logits per batch
 
@@ -87,9 +90,9 @@ def show_w_b(refiners: Mapping[float, object], streams: Mapping[tuple[str, float
             p_bar, d = batch_statistics(torch.cat(streams[(corruption, rho)][2]))
             with torch.no_grad():
                 w, b = refiner.module(p_bar, d)
-            confusion_heatmap(axes[r, 2 * c], w.numpy(), vmin=-1.5, vmax=1.5, cmap="vlag", center=0.0,
+            confusion_heatmap(axes[r, 2 * c], w.numpy(), scale=WEIGHTS,
                               annotate=False, title=f"W, alpha={a:g}, rho={rho:g}")
-            confusion_heatmap(axes[r, 2 * c + 1], b.numpy()[:, None], vmin=-1.5, vmax=1.5, cmap="vlag", center=0.0,
+            confusion_heatmap(axes[r, 2 * c + 1], b.numpy()[:, None], scale=WEIGHTS,
                               annotate=False, title="b", square=False)
             axes[r, 2 * c + 1].set_xticks([])
             axes[r, 2 * c + 1].set_yticks([])

@@ -180,17 +180,17 @@ def source_checkpoint(bench: Benchmark, *, domain: str | None = None, seed: int 
                       progress: bool = True) -> Path:
     """The source model of a benchmark (of one source ``domain``), trained or imported once."""
     from dartlib.models.checkpoints import checkpoint_path, save_source
-    from dartlib.models.training import train_source
+    from dartlib.models.training import Splits, train_source
 
     arch, recipe = arch or bench.arch, recipe or bench.recipe
     if bench.source == "train":
         return train_source(dataset=bench.source_dataset, arch=arch, recipe=recipe, seed=seed, device=device,
                             progress=progress)
     if bench.source == "domain":
-        options = {"image_size": image_size} if image_size else {}
+        options = (("image_size", image_size),) if image_size else ()
         folder = DOMAIN_FOLDERS[bench.test_dataset][domain]
         return train_source(dataset=bench.test_dataset, arch=arch, recipe=recipe, seed=seed, device=device,
-                            progress=progress, train_split=folder, test_split=folder, load_options=options)
+                            progress=progress, splits=Splits(train=folder, test=folder, load_options=options))
     path = checkpoint_path(dataset="imagenet", arch=arch, recipe="torchvision", seed=0)
     if not path.is_file():
         from dartlib.models.backbones import resnet50

@@ -18,9 +18,9 @@ Rows of the same cells with the same input digests are borrowed from Table 1's, 
 the online-imbalance grids' files (:data:`SHARED_RESULTS`).
 
 The blocks beside the profile's own refiner and the paper's numbers (:func:`bnadapt_block`,
-:func:`every_method_block`): every number is a mean over the corruptions, with its SE from
-:mod:`dartlib.analysis.noise` (clustered by test image, paired for a gain, the seed spread added
-over g_phi seeds); a cell whose rows are not all there reads "not run (k of K)"."""
+:func:`accuracy_block`, :func:`every_method_block`): every number is a mean over the corruptions,
+with its SE from :mod:`dartlib.analysis.noise` (clustered by test image, paired for a gain, the
+seed spread added over g_phi seeds); a cell whose rows are not all there reads "not run (k of K)"."""
 
 from __future__ import annotations
 
@@ -220,3 +220,25 @@ def every_method_block(*, settings: Settings, rows: pd.DataFrame, outcomes, meth
             line["gain, paper"] = f"{paper[1] - paper[0]:+.1f}"
             out[(method, f"rho={float(rho):g}")] = line
     return pd.DataFrame(out).T
+
+
+def accuracy_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods: list[str]) -> pd.DataFrame:
+    """Table 1's CIFAR-10C-LT block at the paper's g_phi: per method and rho, the accuracy without
+    DART, with the paper's g_phi (seed 0) and with the profile's, each a mean over the corruptions ±
+    its SE (clustered by test image), the paper's two beside."""
+    kind = dict(shift="lt", corruptions=list(settings["table1_corruptions"]),
+                subset=f"limit={settings['table1_stream_limit']}" if settings["table1_stream_limit"] else "")
+    k, out = len(kind["corruptions"]), {}
+    lines = (("without DART", "none"), ("+DART, paper g_phi", PAPER), (f"+DART, {settings.profile} g_phi", "dart"))
+    for method in methods:
+        refiners = lines[:1] if method == "noadapt" else lines
+        for rho in settings["lt_rhos"]:
+            line = {label: _text(_estimate([(1.0, _select(rows, param=rho, method=method, refiners=(refiner,),
+                                                          seeds=(0,), **kind))], expected=k, outcomes=outcomes))
+                    for label, refiner in refiners}
+            for label, refiner in (("paper", "none"), ("paper +DART", "dart")):
+                value = _paper("table1_main", shift="lt", param=rho, method=method, refiner=refiner)
+                line[label] = "" if value != value else f"{value:.1f}"
+            out[(method, f"rho={float(rho):g}")] = line
+    columns = [label for label, _ in lines] + ["paper", "paper +DART"]
+    return pd.DataFrame(out).T.reindex(columns=columns).fillna("")

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dartlib.analysis import toy
-from dartlib.reporting.figures import HALF_WIDTH, WIDTH, confusion_heatmap, save_figure
+from dartlib.reporting.figures import HALF_WIDTH, SIGNED, WIDTH, confusion_heatmap, save_figure
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def show_illustration_and_curves(p: float, *, d: float, beta: float, sigma: floa
 def show_optimal_w(w_star: np.ndarray, *, profile: str) -> None:
     """Heatmap of Appendix C.2's W*."""
     fig, ax = plt.subplots(figsize=(HALF_WIDTH, 4.4))
-    confusion_heatmap(ax, w_star, fmt=".2f", vmin=None, vmax=None, cmap="vlag", center=0.0,
+    confusion_heatmap(ax, w_star, fmt=".2f", scale=SIGNED,
                       title="W* (uniform training prior, long-tailed test prior, rho = 100)")
     ax.set_xlabel("column k")
     ax.set_ylabel("row j")

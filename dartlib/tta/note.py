@@ -26,12 +26,14 @@ from torch.nn import functional as F
 
 from dartlib import __version__
 from dartlib.dart.refiner import Refiner
+from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
 from dartlib.models.checkpoints import load_or_train
 from dartlib.tta.base import Adapter, Refinement
 from dartlib.tta.basic import entropy, make_optimizer
 
 DART_USES = ("memory", "report")
+IABN_K = 4.0  # IABN's threshold k in standard errors (NOTE's default, kept in Appendix A)
 
 
 class IABN2d(nn.Module):
@@ -41,7 +43,7 @@ class IABN2d(nn.Module):
     parameters and running statistics, so the BN helpers of :mod:`dartlib.models.backbones` apply: in
     training or BN-adapt mode the BN statistics are the batch's, otherwise the running ones."""
 
-    def __init__(self, bn: nn.BatchNorm2d, *, k: float = 4.0) -> None:
+    def __init__(self, bn: nn.BatchNorm2d, *, k: float = IABN_K) -> None:
         super().__init__()
         self.bn, self.k = bn, k
 
@@ -73,7 +75,7 @@ def _shrink(x: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
     return F.relu(x - threshold) - F.relu(-x - threshold)
 
 
-def to_iabn(model: nn.Module, *, k: float = 4.0) -> nn.Module:
+def to_iabn(model: nn.Module, *, k: float = IABN_K) -> nn.Module:
     """A deep copy of ``model`` with every BatchNorm2d wrapped in :class:`IABN2d`."""
     model = copy.deepcopy(model)
     _wrap_in_place(model, k)
@@ -85,10 +87,10 @@ def has_iabn(model: nn.Module) -> bool:
 
 
 def finetune_iabn(
-    model: nn.Module, train, *, epochs: int, k: float = 4.0, batch_size: int = 128, lr: float = 0.01,
-    augmentation: str = "flip", per_class: int | None = None, seed: int = 0, device: str = "cpu", progress: bool = True,
+    net: nn.Module, train, *, epochs: int, batch_size: int = 128, lr: float = 0.01, augmentation: str = "flip",
+    per_class: int | None = None, seed: int = 0, device: str = "cpu", progress: bool = True,
 ) -> tuple[nn.Module, list[dict]]:
-    """Replace the BN layers by IABN and fine-tune all weights on the labelled training set
+    """Fine-tune all weights of an IABN model (:func:`to_iabn`) on the labelled training set
     (Appendix A: 30 epochs), SGD with momentum 0.9, weight decay 5e-4 and cosine annealing;
     ``per_class`` restricts it to a class-balanced subset (reduced profiles)."""
     from dartlib.data.protocols import class_balanced
@@ -98,8 +100,10 @@ def finetune_iabn(
     if per_class:
         keep = np.sort(class_balanced(train.labels, per_class=per_class, seed=seed))
         train = Dataset(train.name, train.split, train.images[keep], train.labels[keep], train.classes)
+    if not has_iabn(net):
+        raise ValueError("finetune_iabn fine-tunes an IABN model: convert the source model with to_iabn first")
     torch.manual_seed(seed)
-    net = to_iabn(model, k=k).to(device).train()
+    net = net.to(device).train()
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
     steps = len(train.labels) // batch_size
     total = max(1, epochs * steps)
@@ -117,13 +121,13 @@ def finetune_iabn(
     return net.eval(), log
 
 
-def iabn_path(checkpoint: Path, *, epochs: int, k: float = 4.0, per_class: int | None = None) -> Path:
+def iabn_path(checkpoint: Path, *, epochs: int, k: float = IABN_K, per_class: int | None = None) -> Path:
     subset = f"-pc{per_class}" if per_class else ""
     return checkpoint.with_name(f"{checkpoint.stem}.iabn-k{k:g}-e{epochs}{subset}.pt")
 
 
 def load_or_finetune_iabn(
-    checkpoint: Path, model: nn.Module, train, *, epochs: int, k: float = 4.0, per_class: int | None = None,
+    checkpoint: Path, model: nn.Module, train, *, epochs: int, k: float = IABN_K, per_class: int | None = None,
     seed: int = 0, device: str | None = None, progress: bool = True, **options,
 ) -> tuple[nn.Module, dict]:
     """The IABN model fine-tuned from the source ``checkpoint`` (saved beside it and reused);
@@ -134,8 +138,8 @@ def load_or_finetune_iabn(
 
     def finetune() -> dict:
         start = time.perf_counter()
-        tuned, log = finetune_iabn(model, train, epochs=epochs, k=k, per_class=per_class, seed=seed, device=device,
-                                   progress=progress, **options)
+        tuned, log = finetune_iabn(to_iabn(model, k=k), train, epochs=epochs, per_class=per_class, seed=seed,
+                                   device=device, progress=progress, **options)
         meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "per_class": per_class, "log": log,
                 "seed": seed, "seconds": time.perf_counter() - start, "device": device, "dartlib_version": __version__,
                 **options}
@@ -223,13 +227,13 @@ class Note(Adapter):
         return copy.deepcopy(context.iabn), {"source": context.source, "memory": context.batch_size}
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, source: nn.Module | None = None,
-                 memory: int = 200, k: float = 4.0, bn_momentum: float = 0.01, optimizer: str = "adam",
+                 memory: int = TEST_BATCH_SIZE, bn_momentum: float = 0.01, optimizer: str = "adam",
                  lr: float | None = None, entropy_normalisation: str = "sum", dart_use: str = "memory",
                  seed: int = 0) -> None:
         if dart_use not in DART_USES:
             raise ValueError(f"unknown dart_use {dart_use!r}; valid: {', '.join(DART_USES)}")
         if not has_iabn(model):
-            _wrap_in_place(model, k)
+            _wrap_in_place(model, IABN_K)
         super().__init__(model, refiner=refiner)
         if refiner is not None:
             device = next(model.parameters()).device

@@ -164,12 +164,17 @@ def _paper(table: str, *, shift: str, param: float, method: str, refiner: str) -
     return float(sel.accuracy.iloc[0]) if len(sel) else float("nan")
 
 
+def _lt_streams(settings: Settings) -> dict:
+    """Table 1's CIFAR-10C-LT streams of a profile, as :func:`_select` takes them."""
+    return dict(shift="lt", corruptions=list(settings["table1_corruptions"]),
+                subset=f"limit={settings['table1_stream_limit']}" if settings["table1_stream_limit"] else "")
+
+
 def bnadapt_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
     """BNAdapt without DART, with the paper's g_phi (seed 0; seeds 0, 1, 2) and with the profile's,
     and DART's gain over BNAdapt for each, on CIFAR-10C-LT (every rho) and CIFAR-10C-imb (every IR
     of ``imb_table_irs``), the paper's beside; one column per stream kind and setting."""
-    lt = dict(shift="lt", corruptions=list(settings["table1_corruptions"]),
-              subset=f"limit={settings['table1_stream_limit']}" if settings["table1_stream_limit"] else "")
+    lt = _lt_streams(settings)
     imb = dict(shift="online-imb", corruptions=list(settings["imb_corruptions"]), subset=f"subset={settings['imb_subset_size']}")
     columns = [(f"rho={r:g}", float(r), lt, "table1_main") for r in settings["lt_rhos"]]
     columns += [(f"IR={r:g}", float(r), imb, "app_cifar10c_imb") for r in settings["imb_table_irs"]]
@@ -204,8 +209,7 @@ def bnadapt_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.Dat
 def every_method_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods: list[str]) -> pd.DataFrame:
     """Per Table 1 method (after NoAdapt) and rho: DART's gain with the paper's g_phi (seed 0), with
     the profile's, and the paper's, on CIFAR-10C-LT."""
-    kind = dict(shift="lt", corruptions=list(settings["table1_corruptions"]),
-                subset=f"limit={settings['table1_stream_limit']}" if settings["table1_stream_limit"] else "")
+    kind = _lt_streams(settings)
     k, out = len(kind["corruptions"]), {}
     for method in methods:
         if method == "noadapt":
@@ -226,8 +230,7 @@ def accuracy_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods:
     """Table 1's CIFAR-10C-LT block at the paper's g_phi: per method and rho, the accuracy without
     DART, with the paper's g_phi (seed 0) and with the profile's, each a mean over the corruptions ±
     its SE (clustered by test image), the paper's two beside."""
-    kind = dict(shift="lt", corruptions=list(settings["table1_corruptions"]),
-                subset=f"limit={settings['table1_stream_limit']}" if settings["table1_stream_limit"] else "")
+    kind = _lt_streams(settings)
     k, out = len(kind["corruptions"]), {}
     lines = (("without DART", "none"), ("+DART, paper g_phi", PAPER), (f"+DART, {settings.profile} g_phi", "dart"))
     for method in methods:

@@ -522,8 +522,10 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     if args.outcomes:
         from dartlib.experiments.grid import fill_outcomes
 
+        # the grids that borrow this one's rows get each recomputed row and its outcomes too
+        borrowers = [path.with_name(f"{name}.csv") for name in GRIDS if path.name in GRIDS[name].shared_results]
         counts = fill_outcomes(cells, lambda cell: evaluate_cell(cell, context), path=path, experiment=args.experiment,
-                               inputs=context.inputs)
+                               inputs=context.inputs, borrowers=borrowers)
         print(f"{path}: {counts['checked']} rows given per-image outcomes (recomputed, equal), {counts['replaced']} "
               f"replaced (recomputed, different), {counts['already']} had them, {counts['skipped']} not current "
               f"(run the grid to compute them)")
@@ -961,7 +963,8 @@ def _parser_grid(sub) -> None:
                        help="count current, stale and missing cells per method and refiner, and compute nothing")
     grid_.add_argument("--outcomes", action="store_true",
                        help="recompute the current rows that lack per-image outcomes (the noise model's input, "
-                            "docs/noise.md): an equal accuracy adds them, a different one replaces the row")
+                            "docs/noise.md): an equal accuracy adds them, a different one replaces the row "
+                            "and the copies other grids borrowed")
     grid_.add_argument("--backend", choices=["local", "ray"],
                        help="local (default, or the profile's grid_backend): this process; ray: Ray workers "
                             "(docs/scale-out.md)")

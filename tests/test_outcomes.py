@@ -63,3 +63,22 @@ def test_fill_outcomes_checks_old_rows_and_replaces_one_that_does_not_reproduce(
     assert len(checked_outcomes(rows, read_sidecar(path))) == len(CELLS)
     again = fill_outcomes(CELLS, _evaluate, path=path, experiment="g", inputs=lambda c: "d1", progress=False)
     assert again == {"checked": 0, "replaced": 0, "already": 4, "skipped": 0}
+
+
+def test_fill_outcomes_gives_a_borrowed_copy_the_recomputed_row_and_its_outcomes(tmp_path):
+    path, other = tmp_path / "g.csv", tmp_path / "h.csv"
+    run_grid(CELLS, _evaluate, path=path, experiment="g", progress=False, inputs=lambda c: "d1")
+    sidecar(path).unlink()  # rows computed before outcomes were kept
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame.loc[1, "accuracy"] = "12.5"  # one that will not reproduce
+    frame.to_csv(path, index=False)
+    run_grid(CELLS[:3], lambda c: pytest.fail("borrowed"), path=other, experiment="h", progress=False,
+             inputs=lambda c: "d1", reuse=[path])  # h borrows three rows, 12.5 among them
+    with pytest.warns(StaleRowsWarning):
+        fill_outcomes(CELLS, _evaluate, path=path, experiment="g", inputs=lambda c: "d1", progress=False,
+                      borrowers=[other])
+    copies = read_results(other)
+    assert copies.experiment.eq("h").all() and len(copies) == 3
+    recomputed = copies.loc[copies.key == CELLS[1].key, "accuracy"].iloc[0]
+    assert float(recomputed) == pytest.approx(_evaluate(CELLS[1])["accuracy"])
+    assert len(checked_outcomes(copies, read_sidecar(other))) == 3

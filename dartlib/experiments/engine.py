@@ -533,6 +533,12 @@ def stream_digest(cell: Cell) -> str:
     return h.hexdigest()[:16]
 
 
+def test_set_digest(dataset: str, *, corruption: str, severity: int) -> str:
+    """sha256 of the images and labels of a test set as the engine reads it (``"clean"``: the
+    data set's test split): a study's table over such a set is keyed by it."""
+    return _set_digest_at(dataset, corruption, int(severity or 0), 0, _data_location())
+
+
 def _set_digest(cell: Cell) -> str:
     """sha256 of the images and labels of the test set a cell draws from (before any pool)."""
     size = int(cell.options.get("size", 0))

@@ -360,14 +360,46 @@ def stored_rows(cells: list[Cell], *, path: Path) -> pd.DataFrame:
     return done.iloc[order.argsort(kind="stable").to_numpy()].reset_index(drop=True)
 
 
+def copy_to_borrowers(key: str, *, path: Path, borrowers: Sequence[Path]) -> list[Path]:
+    """Give each file of ``borrowers`` that holds the row ``key`` with the digest it has in ``path``
+    (a row it borrowed, :func:`run_grid`'s ``reuse``) ``path``'s row and outcomes, under its own
+    experiment name; returns the files changed. So a row recomputed in its own file never leaves an
+    older copy elsewhere."""
+    source = read_results(path)
+    row = source[source["key"].astype(str) == key]
+    if row.empty:
+        return []
+    row = row.iloc[0].to_dict()
+    side = read_sidecar(path)
+    lines = side[side["key"].astype(str) == key].to_dict("records")
+    changed = []
+    for other in borrowers:
+        if not Path(other).is_file() or Path(other).resolve() == Path(path).resolve():
+            continue
+        stored = read_results(Path(other))
+        copy = stored[(stored["key"].astype(str) == key) & (stored["inputs"].astype(str) == str(row["inputs"]))]
+        if copy.empty:
+            continue
+        theirs = read_sidecar(Path(other))
+        if (float(copy.accuracy.iloc[0]) == float(row["accuracy"])
+                and theirs[theirs["key"].astype(str) == key].to_dict("records") == lines):
+            continue
+        _append_rows([{**row, "experiment": copy.experiment.iloc[0]}], Path(other), outcomes=lines)
+        changed.append(Path(other))
+    return changed
+
+
 def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, path: Path, experiment: str,
-                  inputs: Callable[[Cell], str] | None = None, progress: bool = True) -> dict[str, int]:
+                  inputs: Callable[[Cell], str] | None = None, progress: bool = True,
+                  borrowers: Sequence[Path] = ()) -> dict[str, int]:
     """Give the current rows of ``cells`` in ``path`` that lack per-image outcomes
     (:mod:`dartlib.experiments.outcomes`) theirs, by computing each such cell again: a recomputed
     accuracy equal to the stored one (to the file's 6 significant digits) adds the outcomes and
     leaves the row as it is; one that differs replaces the row (it did not reproduce, so the new
-    value is stored). Cells that are missing or stale are left to :func:`run_grid`. Returns counts:
-    checked (equal), replaced, already (had outcomes), skipped (not current)."""
+    value is stored). Cells that are missing or stale are left to :func:`run_grid`. ``borrowers``:
+    the results files that may hold copies of these rows; each copy is given the row and outcomes
+    as they now are (:func:`copy_to_borrowers`). Returns counts: checked (equal), replaced, already
+    (had outcomes), skipped (not current)."""
     from dartlib.experiments.outcomes import checked_outcomes
 
     cells = list(cells)
@@ -402,6 +434,7 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
                           f"replaced by the recomputed value", StaleRowsWarning, stacklevel=2)
             store_row(cell, result, path=path, experiment=experiment, seconds=seconds, digest=digest)
             counts["replaced"] += 1
+        copy_to_borrowers(cell.key, path=path, borrowers=borrowers)
     return counts
 
 

@@ -11,7 +11,7 @@ nothing, and a changed setting recomputes it. Both files are written atomically,
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +22,25 @@ from dartlib.data.files import atomic_path, write_text_atomic
 def inputs_digest(*parts: object) -> str:
     """sha256 (16 hex digits) of ``parts`` as text, in order."""
     return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:16]
+
+
+def study_inputs(study: str, *, revision: int, values: Sequence[object] = (), models: Sequence[object] = (),
+                 sets: Sequence[tuple[str, str, int]] = ()) -> str:
+    """The digest of what a study's table is computed from: its name and ``revision`` (raised when
+    its code changes what it computes), its settings ``values``, the weights of each trained input in
+    ``models`` (a source model, a refiner: :func:`dartlib.models.artefacts.weights_digest`), the
+    digest of each test set in ``sets`` (``(dataset, corruption, severity)``,
+    :func:`dartlib.experiments.engine.test_set_digest`), and the torch version and device that
+    compute it."""
+    import torch
+
+    from dartlib.devices import default_device
+    from dartlib.experiments.engine import test_set_digest
+    from dartlib.models.artefacts import weights_digest
+
+    return inputs_digest(f"{study}@{revision}", *values, *(weights_digest(getattr(m, "module", m)) for m in models),
+                         *(test_set_digest(d, corruption=c, severity=s) for d, c, s in sets),
+                         f"torch {torch.__version__}", default_device())
 
 
 def stamp_path(path: Path) -> Path:

@@ -1,12 +1,15 @@
 """BNAdapt with and without a trained g_phi on long-tailed test streams (notebook 04, Section 3):
 the streams' BN-adapted logits, computed once, and the accuracy of each refiner on them.
 
+Its tables (:func:`accuracy_table`, :func:`stream_summary`) are keyed by what made them
+(:mod:`dartlib.experiments.keyed_tables`): a notebook run again over current tables computes nothing.
 Its figures and table: g_phi's training curves, w and b, the pseudo-label distributions
 (Appendices A, D, G) and the accuracies beside Table 1 (:func:`print_beside_table1`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -16,7 +19,11 @@ import torch
 
 from dartlib.dart.refiner import batch_statistics
 from dartlib.data import load, protocols
+from dartlib.experiments.keyed_tables import keyed_table, study_inputs
+from dartlib.experiments.settings import Settings
+from dartlib.experiments.source_setup import SourceSetup
 from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
+from dartlib.paths import results_dir
 from dartlib.reporting.figures import WIDTH, HeatScale, confusion_heatmap, save_figure
 from dartlib.reporting.paper import load_table
 
@@ -51,6 +58,67 @@ def refiner_accuracy(streams: Mapping[tuple[str, float], Stream], refiners: Mapp
         for (corruption, rho), (labels, order, logits) in streams.items() for name, ref in refiners.items()])
 
 
+# Raised when this module's code changes what its tables hold (their stored copies go stale).
+INTERMEDIATE_STUDY_REVISION = 1
+
+
+def streams_once(*, settings: Settings, setup: SourceSetup) -> Callable[[], dict[tuple[str, float], Stream]]:
+    """:func:`lt_streams` of the profile's ``eval_corruptions`` and ``lt_rhos``, computed at the
+    first call only (a notebook whose tables are current never calls it)."""
+    return functools.cache(lambda: lt_streams(setup.frozen, dataset=settings["corrupted_dataset"],
+                                              corruptions=settings["eval_corruptions"], rhos=settings["lt_rhos"],
+                                              severity=settings["severity"], batch_size=settings["test_batch_size"],
+                                              seed=settings["seed"]))
+
+
+def _inputs(name: str, *, settings: Settings, setup: SourceSetup, refiners: Mapping[str, object], extra=()) -> str:
+    dataset, severity = settings["corrupted_dataset"], settings["severity"]
+    corruptions = list(settings["eval_corruptions"])
+    values = (dataset, severity, corruptions, list(settings["lt_rhos"]), settings["test_batch_size"],
+              settings["seed"], list(refiners), *extra)
+    return study_inputs(name, revision=INTERMEDIATE_STUDY_REVISION, values=values,
+                        models=(setup.model, *(r for r in refiners.values() if r is not None)),
+                        sets=[(dataset, c, severity) for c in corruptions])
+
+
+def accuracy_table(*, settings: Settings, setup: SourceSetup, refiners: Mapping[str, object],
+                   streams: Callable[[], Mapping[tuple[str, float], Stream]]) -> pd.DataFrame:
+    """``results/<profile>/intermediate_training.csv``: :func:`refiner_accuracy` of ``refiners``
+    (name -> refiner, None: BNAdapt alone) on ``streams()``, computed only where the stored table was
+    not made from the same source model, refiners, test sets and settings."""
+    inputs = _inputs("intermediate-accuracy", settings=settings, setup=setup, refiners=refiners)
+    return keyed_table(results_dir(settings.profile) / "intermediate_training.csv", inputs=inputs, float_format="%.10g",
+                       compute=lambda: refiner_accuracy(streams(), refiners, dataset=settings["corrupted_dataset"],
+                                                        severity=settings["severity"],
+                                                        batch_size=settings["test_batch_size"], seed=settings["seed"]))
+
+
+def stream_summary(*, settings: Settings, setup: SourceSetup, refiner, corruption: str,
+                   streams: Callable[[], Mapping[tuple[str, float], Stream]]) -> pd.DataFrame:
+    """``results/<profile>/intermediate_training_streams.csv``: per LT stream of ``corruption``
+    (rho) and class, the true class share, BNAdapt's and BNAdapt+DART's mean softmax (``refiner``),
+    and the pooled stream's (p_bar, d) that g_phi reads (Appendices D and G), computed only where
+    the stored table was not made from the same inputs."""
+    def compute() -> pd.DataFrame:
+        rows = []
+        for rho in settings["lt_rhos"]:
+            labels, order, logits = streams()[(corruption, rho)]
+            k = logits[0].shape[1]
+            p_bar, d = batch_statistics(torch.cat(logits))
+            with torch.no_grad():
+                refined = torch.cat([refiner(l, l).softmax(1) for l in logits]).mean(0).numpy()
+            rows.append(pd.DataFrame({
+                "rho": float(rho), "class": np.arange(k), "truth": np.bincount(labels[order], minlength=k) / len(order),
+                "bnadapt": torch.cat([l.softmax(1) for l in logits]).mean(0).numpy(), "dart": refined,
+                "p_bar": p_bar.numpy(), "d": float(d)}))
+        return pd.concat(rows, ignore_index=True)
+
+    inputs = _inputs("intermediate-streams", settings=settings, setup=setup, refiners={"dart": refiner},
+                     extra=(corruption,))
+    return keyed_table(results_dir(settings.profile) / "intermediate_training_streams.csv", inputs=inputs,
+                       float_format="%.10g", compute=compute)
+
+
 def accuracy_by_rho(results: pd.DataFrame) -> pd.DataFrame:
     """Mean accuracy per refiner (rows) and rho (columns ``rho=...``)."""
     table = results.pivot_table(index="refiner", columns="shift_param", values="accuracy", aggfunc="mean")
@@ -78,16 +146,18 @@ def show_refiner_training_curves(logs: Mapping[str, list[dict]], *, epochs: int,
     plt.show()
 
 
-def show_w_b(refiners: Mapping[float, object], streams: Mapping[tuple[str, float], Stream], *, rhos: Sequence[float],
-             corruption: str, profile: str) -> None:
+def show_w_b(refiners: Mapping[float, object], summary: pd.DataFrame, *, profile: str) -> None:
     """Appendix D: the W and b that g_phi trained with each alpha outputs for p_bar and d of the
-    whole (pooled) LT stream of ``corruption`` at each rho."""
+    whole (pooled) LT stream of Gaussian noise at each rho (``summary``: :func:`stream_summary`)."""
+    rhos = list(summary.rho.unique())
     # b is a column of K values: a quarter of W's width keeps it readable beside the K x K matrix
     fig, axes = plt.subplots(len(refiners), 2 * len(rhos), figsize=(WIDTH, 0.8 * WIDTH / len(rhos) * len(refiners)),
                              gridspec_kw={"width_ratios": [10, 2.5] * len(rhos)}, squeeze=False)
     for r, (a, refiner) in enumerate(refiners.items()):
         for c, rho in enumerate(rhos):
-            p_bar, d = batch_statistics(torch.cat(streams[(corruption, rho)][2]))
+            stream = summary[summary.rho == rho]
+            p_bar = torch.tensor(stream.p_bar.to_numpy(), dtype=torch.float32)
+            d = torch.tensor(float(stream.d.iloc[0]), dtype=torch.float32)
             with torch.no_grad():
                 w, b = refiner.module(p_bar, d)
             confusion_heatmap(axes[r, 2 * c], w.numpy(), scale=WEIGHTS,
@@ -105,19 +175,17 @@ def show_w_b(refiners: Mapping[float, object], streams: Mapping[tuple[str, float
     plt.show()
 
 
-def show_pseudo_label_distribution(refiner, streams: Mapping[tuple[str, float], Stream], *, rhos: Sequence[float],
-                                   corruption: str, k: int, profile: str) -> None:
-    """Appendix G: the mean softmax of BNAdapt and BNAdapt+DART over each LT stream of
-    ``corruption`` beside its true class distribution."""
+def show_pseudo_label_distribution(summary: pd.DataFrame, *, profile: str) -> None:
+    """Appendix G: the mean softmax of BNAdapt and BNAdapt+DART over each LT stream beside its
+    true class distribution (:func:`stream_summary`)."""
+    rhos = list(summary.rho.unique())
     fig, axes = plt.subplots(1, len(rhos), figsize=(WIDTH, 3.2), sharey=True, squeeze=False)
     for ax, rho in zip(axes[0], rhos):
-        labels, order, logits = streams[(corruption, rho)]
-        truth = np.bincount(labels[order], minlength=k) / len(order)
-        bn = torch.cat([l.softmax(1) for l in logits]).mean(0).numpy()
-        refined = torch.cat([refiner(l, l).softmax(1) for l in logits]).mean(0).numpy()
-        xs = np.arange(k)
-        for shift, values, label in ((-0.27, truth, "ground truth"), (0.0, bn, "BNAdapt"), (0.27, refined, "BNAdapt+DART")):
-            ax.bar(xs + shift, values, 0.27, label=label)
+        stream = summary[summary.rho == rho]
+        xs = stream["class"].to_numpy()
+        for shift, column, label in ((-0.27, "truth", "ground truth"), (0.0, "bnadapt", "BNAdapt"),
+                                     (0.27, "dart", "BNAdapt+DART")):
+            ax.bar(xs + shift, stream[column].to_numpy(), 0.27, label=label)
         ax.set_title(f"rho = {rho:g}")
         ax.set_xlabel("class")
         ax.set_xticks(xs)

@@ -1,7 +1,9 @@
 """The streams behind Figures 3 and 4: per-batch deviation statistics of BNAdapt on online-imbalance
 streams, and NoAdapt / BNAdapt / BNAdapt+DART accuracy against the LT imbalance ratio.
 
-Its figures: Figure 4 (:func:`show_figure4`) and Figure 3 (:func:`show_figure3`)."""
+Its tables (:func:`figure4_points`, :func:`figure3_curve`) are keyed by what made them
+(:mod:`dartlib.experiments.keyed_tables`): a notebook run again over current tables computes
+nothing. Its figures: Figure 4 (:func:`show_figure4`) and Figure 3 (:func:`show_figure3`)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,16 @@ from torch import nn
 
 from dartlib.analysis.deviation import batch_deviation_table
 from dartlib.data import load, protocols
+from dartlib.experiments.keyed_tables import keyed_table, study_inputs
+from dartlib.experiments.settings import Settings
+from dartlib.experiments.source_setup import SourceSetup
 from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
+from dartlib.paths import results_dir
 from dartlib.reporting.figures import HALF_WIDTH, WIDTH, row_colours, save_figure
+
+# Raised when this module's code changes what its tables hold (their stored copies go stale).
+DEVIATION_REVISION = 1
+FIGURE4_CORRUPTION = "gaussian_noise"  # Figure 4's stream (the paper's CIFAR-10C-imb, Gaussian noise)
 
 
 def deviation_over_irs(frozen: nn.Module, *, dataset: str, corruption: str, severity: int, irs: Sequence[float],
@@ -50,6 +60,36 @@ def accuracy_against_rho(*, frozen: nn.Module, source: nn.Module, refiner, datas
                 rows.append({"corruption": corruption, "rho": rho, "method": method,
                              "accuracy": stream_accuracy(logits, ds.labels, order, batch_size=batch_size, refiner=ref)})
     return pd.DataFrame(rows).groupby(["method", "rho"], as_index=False)["accuracy"].mean()
+
+
+def figure4_points(*, settings: Settings, setup: SourceSetup) -> pd.DataFrame:
+    """``results/<profile>/prediction_deviation.csv``: :func:`deviation_over_irs` of the profile's
+    ``deviation_irs`` on :data:`FIGURE4_CORRUPTION`, computed only where the stored table was not
+    made from the same source model, test set and settings."""
+    dataset, severity = settings["corrupted_dataset"], settings["severity"]
+    values = (dataset, severity, list(settings["deviation_irs"]), settings["test_batch_size"], settings["seed"])
+    inputs = study_inputs("figure4", revision=DEVIATION_REVISION, values=values, models=(setup.model,),
+                          sets=((dataset, FIGURE4_CORRUPTION, severity),))
+    return keyed_table(results_dir(settings.profile) / "prediction_deviation.csv", inputs=inputs, float_format="%.10g",
+                       compute=lambda: deviation_over_irs(setup.frozen, dataset=dataset, corruption=FIGURE4_CORRUPTION,
+                                                          severity=severity, irs=settings["deviation_irs"],
+                                                          batch_size=settings["test_batch_size"], seed=settings["seed"]))
+
+
+def figure3_curve(*, settings: Settings, setup: SourceSetup, refiner) -> pd.DataFrame:
+    """``results/<profile>/accuracy_vs_rho.csv``: :func:`accuracy_against_rho` over the profile's
+    ``fig3_corruptions`` and ``rho_grid`` with ``refiner``, computed only where the stored table was
+    not made from the same source model, refiner, test sets and settings."""
+    dataset, severity = settings["corrupted_dataset"], settings["severity"]
+    corruptions = list(settings["fig3_corruptions"])
+    values = (dataset, severity, corruptions, list(settings["rho_grid"]), settings["test_batch_size"], settings["seed"])
+    inputs = study_inputs("figure3", revision=DEVIATION_REVISION, values=values, models=(setup.model, refiner),
+                          sets=[(dataset, c, severity) for c in corruptions])
+    return keyed_table(results_dir(settings.profile) / "accuracy_vs_rho.csv", inputs=inputs, float_format="%.10g",
+                       compute=lambda: accuracy_against_rho(
+                           frozen=setup.frozen, source=setup.source_statistics_model(), refiner=refiner,
+                           dataset=dataset, corruptions=corruptions, severity=severity, rhos=settings["rho_grid"],
+                           batch_size=settings["test_batch_size"], seed=settings["seed"]))
 
 
 # Figure 3's caption (and Figure 2's): NoAdapt blue, BNAdapt orange, BNAdapt+DART green (figures.row_colours).

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from torch import nn
 
+from dartlib.data.corruptions import CORRUPTIONS
+from dartlib.data.prepare import ensure_corrupted
+from dartlib.experiments.keyed_tables import keyed_table, study_inputs
+from dartlib.experiments.settings import Settings
+from dartlib.models.evaluation import corruption_accuracy
+from dartlib.paths import results_dir
 from dartlib.reporting.figures import WIDTH, save_figure
 from dartlib.reporting.paper import load_table
 
@@ -25,6 +32,25 @@ def show_source_training_curves(history: pd.DataFrame, *, title: str, profile: s
     fig.suptitle(title)
     save_figure(fig, profile=profile, name="source_training_curves")
     plt.show()
+
+
+# Raised when this module's code changes what its table holds (the stored copy goes stale).
+SOURCE_MODELS_REVISION = 1
+
+
+def noadapt_results(*, settings: Settings, model: nn.Module) -> pd.DataFrame:
+    """``results/<profile>/source_models.csv``: NoAdapt's accuracy on every corruption of the
+    profile's ``corrupted_dataset`` (generated if absent) at its ``severity``, the first
+    ``eval_limit`` images (0: all), computed only where the stored table was not made from the same
+    model, test sets and settings (:mod:`dartlib.experiments.keyed_tables`)."""
+    dataset, severity, limit = settings["corrupted_dataset"], settings["severity"], settings["eval_limit"]
+    ensure_corrupted(dataset, severities=[severity])
+    inputs = study_inputs("noadapt", revision=SOURCE_MODELS_REVISION, values=(dataset, severity, limit, settings["seed"]),
+                          models=(model,), sets=[(dataset, c, severity) for c in CORRUPTIONS])
+    return keyed_table(results_dir(settings.profile) / "source_models.csv", inputs=inputs, float_format="%.10g",
+                       compute=lambda: corruption_accuracy(model, dataset=dataset, experiment="source_models",
+                                                           severity=severity, seed=settings["seed"],
+                                                           limit=limit or None, progress=False))
 
 
 def noadapt_beside_paper(noadapt: pd.DataFrame, *, corrupted_dataset: str) -> pd.DataFrame:

@@ -67,3 +67,37 @@ def test_figure4_points_are_computed_once_then_read(settings, monkeypatch):
     assert len(calls) == 2  # a changed setting recomputes
     prediction_deviation.figure4_points(settings=settings.replace(deviation_irs=[1]), setup=_setup(seed=1))
     assert len(calls) == 3  # so does another model
+
+
+def test_the_cost_table_is_measured_once_then_read_and_again_on_request(settings, monkeypatch):
+    from dartlib.dart.refiner import DartConfig, Refiner
+    from dartlib.studies import costs
+
+    calls = []
+    table = costs.cost_table
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return table(*args, **kwargs)
+
+    monkeypatch.setattr(costs, "cost_table", counted)
+    s = settings.replace(cost_corruption="gaussian_noise", cost_stream_limit=40, cost_repeats=1,
+                         intermediate_steps_timed=1)
+    from dartlib.dart.refiner import RefinementModule
+    from dartlib.data import load
+
+    refiner = Refiner(module=RefinementModule(10, hidden=8), config=DartConfig(hidden=8))
+    images = load("fmnistc", corruption="gaussian_noise", severity=5).images[:40]
+    study = costs.CostStudy(settings=s, device="cpu", device_name="CPU (test), 1 torch threads", setup=_setup(),
+                            config=refiner.config, refiner=refiner, images=images)
+    first = costs.measure_costs(study)
+    assert len(calls) == 1 and set(first.machine) == {"CPU (test), 1 torch threads"}
+    assert first.set_index(["method", "refiner"]).loc[("bnadapt", "none"), "wall_clock_vs_bnadapt"] == 1
+    assert costs.measure_costs(study).equals(first) and len(calls) == 1  # current: read, not timed
+    costs.measure_costs(study, remeasure=True)
+    assert len(calls) == 2  # on request
+    costs.measure_costs(costs.CostStudy(**{**study.__dict__, "settings": s.replace(cost_repeats=2)}))
+    assert len(calls) == 3  # a changed setting
+    costs.measure_costs(costs.CostStudy(**{**study.__dict__, "setup": _setup(seed=1)}))
+    assert len(calls) == 4  # other weights
+

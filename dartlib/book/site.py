@@ -398,7 +398,7 @@ def _cost_table(results: Path) -> list[str]:
     side.index.name = "method"
     keep = ["params_m", "trainable_params_m", "gmac_forward_per_image", "wall_clock_s", "wall_clock_vs_bnadapt",
             "params_m_paper", "flops_g", "wall_clock_s_paper"]
-    device = ", ".join(sorted(set(ours.device.astype(str))))
+    device = ", ".join(sorted(set(ours["machine" if "machine" in ours else "device"].astype(str))))
     return [f"Ours on {device}, {int(ours.images.iloc[0])} images; the paper's (`_paper`, `flops_g`) on its GPU, "
             "ResNet-26, CIFAR-10-C.", "", markdown_table(side[[k for k in keep if k in side]], digits=3), ""]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dartlib.analysis.confusion import confusion_rates, offdiagonal_similarity
+from dartlib.analysis.confusion import confusion_rates, matrices_from_rows, matrix_rows, offdiagonal_similarity
 from dartlib.analysis.deviation import batch_deviation_table
 
 
@@ -27,6 +27,19 @@ def test_offdiagonal_similarity():
     assert same == pytest.approx(1.0)  # scaling and the diagonal do not matter
     flipped, corr = offdiagonal_similarity({"a": base, "b": -base})
     assert flipped == pytest.approx(-1.0) and corr.shape == (2, 2)
+
+
+def test_matrices_round_trip_through_their_long_table():
+    rng = np.random.default_rng(0)
+    stored = {("a", 1.0): rng.random((3, 3)), ("b", 10.0): rng.random((3, 3))}
+    import pandas as pd
+
+    table = pd.concat([matrix_rows(m, labels={"set": s, "rho": r}, column="rate") for (s, r), m in stored.items()])
+    assert len(table) == 18 and list(table.columns) == ["set", "rho", "true", "pred", "rate"]
+    back = matrices_from_rows(table, by=["set", "rho"], column="rate")
+    assert list(back) == list(stored) and all(np.array_equal(back[k], stored[k]) for k in stored)
+    one = matrices_from_rows(matrix_rows(stored[("a", 1.0)], labels={"m": "x"}).iloc[::-1], by="m")
+    assert list(one) == ["x"] and np.array_equal(one["x"], stored[("a", 1.0)])  # the order of rows does not matter
 
 
 def test_batch_deviation_table():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from itertools import combinations
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
@@ -40,3 +41,23 @@ def offdiagonal_similarity(matrices: dict[str, np.ndarray]) -> tuple[float, np.n
     corr = np.corrcoef(flat)
     pairs = [corr[i, j] for i, j in combinations(range(len(names)), 2)]
     return float(np.mean(pairs)), corr
+
+
+def matrix_rows(matrix: np.ndarray, *, labels: dict[str, object], column: str = "value") -> pd.DataFrame:
+    """A K x K matrix as a long table, one row per entry (``labels`` as constant columns, then
+    ``true``, ``pred`` and the entry in ``column``): the form a study stores
+    (:func:`matrices_from_rows` reads it back)."""
+    true, pred = np.indices(matrix.shape)
+    return pd.DataFrame({**labels, "true": true.ravel(), "pred": pred.ravel(), column: matrix.ravel()})
+
+
+def matrices_from_rows(table: pd.DataFrame, *, by: str | list[str], column: str = "value") -> dict:
+    """The matrices of a long table (:func:`matrix_rows`), one per value of the ``by`` column(s),
+    keyed by that value (a tuple for a list of columns), in the table's order."""
+    matrices = {}
+    for key, group in table.groupby(by, sort=False):
+        k = int(group.true.max()) + 1
+        matrix = np.zeros((k, k))
+        matrix[group.true.to_numpy(), group.pred.to_numpy()] = group[column].to_numpy()
+        matrices[key[0] if isinstance(key, tuple) and isinstance(by, str) else key] = matrix
+    return matrices

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from torch import nn
 
-from dartlib.analysis.confusion import bnadapt_confusion, offdiagonal_similarity
+from dartlib.analysis.confusion import bnadapt_confusion, matrices_from_rows, matrix_rows, offdiagonal_similarity
 from dartlib.data import load, protocols
 from dartlib.experiments.keyed_tables import keyed_table, study_inputs
 from dartlib.experiments.settings import Settings
@@ -50,9 +50,7 @@ def bnadapt_matrices(frozen: nn.Module, *, settings: Settings, streams: Sequence
             order = protocols.long_tailed(ds.labels, rho=rho, inverse=inverse, seed=settings["seed"])
             matrix = bnadapt_confusion(frozen, ds.images, ds.labels, order, batch_size=settings["test_batch_size"],
                                        num_classes=ds.num_classes)
-            true, pred = np.indices(matrix.shape)
-            rows.append(pd.DataFrame({"set": name, "rho": rho, "inverse": inverse, "true": true.ravel(),
-                                      "pred": pred.ravel(), "rate": matrix.ravel()}))
+            rows.append(matrix_rows(matrix, labels={"set": name, "rho": rho, "inverse": inverse}, column="rate"))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -69,13 +67,8 @@ def confusion_matrices(*, settings: Settings, setup: SourceSetup) -> Matrices:
     inputs = study_inputs("confusion", revision=CONFUSION_REVISION, values=values, models=(setup.model,), sets=sets)
     table = keyed_table(results_dir(settings.profile) / "confusion_matrices.csv", inputs=inputs, float_format="%.10g",
                         compute=lambda: bnadapt_matrices(setup.frozen, settings=settings, streams=streams))
-    matrices = {}
-    for (name, rho, inverse), group in table.groupby(["set", "rho", "inverse"], sort=False):
-        k = int(group.true.max()) + 1
-        matrix = np.zeros((k, k))
-        matrix[group.true.to_numpy(), group.pred.to_numpy()] = group.rate.to_numpy()
-        matrices[(str(name), float(rho), bool(inverse))] = matrix
-    return matrices
+    return {(str(name), float(rho), bool(inverse)): matrix for (name, rho, inverse), matrix
+            in matrices_from_rows(table, by=["set", "rho", "inverse"], column="rate").items()}
 
 
 def similarity_table(matrices: Matrices, *, corruptions: Sequence[str], rhos: Sequence[float]) -> pd.DataFrame:

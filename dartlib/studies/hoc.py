@@ -18,6 +18,7 @@ import pandas as pd
 from sklearn.manifold import TSNE
 import torch
 
+from dartlib.analysis.confusion import matrices_from_rows, matrix_rows
 from dartlib.analysis.hoc import hoc_estimate, nearest_neighbours, transition_matrix
 from dartlib.data.sources import CIFAR10_CLASSES, FMNIST_CLASSES
 from dartlib.experiments.keyed_tables import keyed_table, study_inputs
@@ -124,9 +125,8 @@ def hoc_analysis(*, settings: Settings) -> HocAnalysis:
         summary, t_true, t_hoc = hoc_versus_true(stream=stream, settings=settings)
         stats = pd.concat([summary, pd.DataFrame({"value": [len(stream.true), 100 * (stream.predicted == stream.true).mean()]},
                                                  index=["images", "BNAdapt accuracy (%)"])])
-        true, pred = np.indices(t_true.shape)
-        transitions = pd.concat([pd.DataFrame({"matrix": name, "true": true.ravel(), "pred": pred.ravel(), "value": t.ravel()})
-                                 for name, t in (("true", t_true), ("hoc", t_hoc))], ignore_index=True)
+        transitions = pd.concat([matrix_rows(t, labels={"matrix": name}) for name, t in (("true", t_true), ("hoc", t_hoc))],
+                                ignore_index=True)
         return {"hoc": stats.rename_axis("statistic").reset_index(), "hoc_tsne": tsne_points(stream=stream, settings=settings),
                 "hoc_transitions": transitions}
 
@@ -135,11 +135,7 @@ def hoc_analysis(*, settings: Settings) -> HocAnalysis:
               for name in ("hoc", "hoc_tsne", "hoc_transitions")}
     stats = tables["hoc"].set_index("statistic")
     stats.index.name = None
-    matrices = {}
-    for name, group in tables["hoc_transitions"].groupby("matrix"):
-        k = int(group.true.max()) + 1
-        matrices[name] = np.zeros((k, k))
-        matrices[name][group.true.to_numpy(), group.pred.to_numpy()] = group.value.to_numpy()
+    matrices = matrices_from_rows(tables["hoc_transitions"], by="matrix")
     return HocAnalysis(summary=stats.drop(index=["images", "BNAdapt accuracy (%)"]), tsne=tables["hoc_tsne"],
                        t_true=matrices["true"], t_hoc=matrices["hoc"], images=int(stats.value["images"]),
                        accuracy=float(stats.value["BNAdapt accuracy (%)"]))

@@ -71,7 +71,8 @@ def streams_once(*, settings: Settings, setup: SourceSetup) -> Callable[[], dict
                                               seed=settings["seed"]))
 
 
-def _inputs(name: str, *, settings: Settings, setup: SourceSetup, refiners: Mapping[str, object], extra=()) -> str:
+def _inputs(name: str, *, settings: Settings, setup: SourceSetup, refiners: Mapping[str, object],
+            extra: Sequence[object] = ()) -> str:
     dataset, severity = settings["corrupted_dataset"], settings["severity"]
     corruptions = list(settings["eval_corruptions"])
     values = (dataset, severity, corruptions, list(settings["lt_rhos"]), settings["test_batch_size"],

@@ -148,6 +148,22 @@ def test_two_rows_of_one_cell_are_refused_naming_the_file_and_both_lines(tmp_pat
         read_results(path)
 
 
+def test_a_row_stored_before_rows_had_keys_is_replaced_when_its_cell_is_computed(tmp_path):
+    cells = _cells()
+    cell, other = cells[("tent", "none")], cells[("note", "none")]
+    path = tmp_path / "condensed.csv"
+    run_grid([cell, other], lambda c: {"n": 120, "accuracy": 61.83}, path=path, experiment="t", progress=False)
+    lines = path.read_text().splitlines()
+    # the two rows as a file written before keys were kept: no seconds, key or inputs, numbers padded
+    legacy = [",".join(line.split(",")[:12]).replace(",5,", ",5.0000,") + ",,," for line in lines[1:]]
+    path.write_text("\n".join([lines[0], *legacy]) + "\n")
+    assert set(read_results(path)["key"]) == {""}
+    run_grid([cell], lambda c: {"n": 120, "accuracy": 62.5}, path=path, experiment="t", progress=False)
+    stored = read_results(path)
+    assert len(stored) == 2  # the recomputed row replaced its keyless copy; the other stays
+    assert stored.set_index("method").loc["tent", ["key", "accuracy"]].tolist() == [cell.key, 62.5]
+    assert stored.set_index("method").loc["note", "key"] == ""
+
 @pytest.mark.parametrize("n", ["nan", "-600", "inf", "12.5"])
 def test_a_row_whose_count_is_not_a_finite_count_is_refused_naming_the_line(n, tmp_path):
     cell = _cells()[("tent", "none")]

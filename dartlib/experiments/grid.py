@@ -139,6 +139,20 @@ def read_results(path: Path) -> pd.DataFrame:
     return frame
 
 
+def row_key(row: Mapping[str, object]) -> str:
+    """The key of the cell a stored row describes, read from its fields; for a row stored before
+    rows carried keys (its ``key`` empty), so that the recomputed row replaces it."""
+    if str(row["key"]):
+        return str(row["key"])
+
+    def number(value: object, kind: type) -> object:
+        return None if value is None or value == "" or pd.isna(value) else kind(value)
+
+    return Cell(dataset=str(row["dataset"]), shift=str(row["shift"]), shift_param=number(row["shift_param"], float),
+                corruption=str(row["corruption"]), severity=number(row["severity"], int), method=str(row["method"]),
+                refiner=str(row["refiner"]), params=str(row["params"]), seed=int(row["seed"])).key
+
+
 def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, float_format="%.6g")
@@ -180,7 +194,8 @@ def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> 
     with _results_lock(path):
         write_lines(list(outcomes), path)
         done = read_results(path)
-        done = done[~done["key"].astype(str).isin({str(r["key"]) for r in rows})]
+        keys = {str(r["key"]) for r in rows}
+        done = done[pd.Series([row_key(r) not in keys for r in done.to_dict("records")], index=done.index, dtype=bool)]
         new = pd.DataFrame(rows)[SCHEMA]
         # a cell without shift_param gives an object column of None: concatenated, it would turn the
         # file's numeric column to objects and rewrite every other row's 1 as 1.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def cost_inputs(study: CostStudy) -> str:
                         sets=((s["corrupted_dataset"], s["cost_corruption"], s["severity"]),))
 
 
-def _keyed(study: CostStudy, name: str, *, remeasure: bool, compute) -> pd.DataFrame:
+def _keyed(study: CostStudy, name: str, *, remeasure: bool, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     path = results_dir(study.settings.profile) / name
     if remeasure:
         stamp_path(path).unlink(missing_ok=True)

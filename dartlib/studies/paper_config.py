@@ -226,6 +226,37 @@ def every_method_block(*, settings: Settings, rows: pd.DataFrame, outcomes, meth
     return pd.DataFrame(out).T
 
 
+def gain_beside_paper_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods: list[str],
+                             refiner: str = "dart") -> pd.DataFrame:
+    """Per method (after NoAdapt) and rho, DART's gain with g_phi ``refiner`` (default: the
+    profile's) on CIFAR-10C-LT, ours ± SE / the paper's ± the std over its 4 seeds of its +DART row
+    (taken as its uncertainty), and whether they differ beyond 2 SE of the two combined
+    (Section 5.2's Table 1, read with :mod:`dartlib.analysis.noise`)."""
+    kind = _lt_streams(settings)
+    k, out = len(kind["corruptions"]), {}
+    paper = load_table("table1_main")
+    for method in methods:
+        if method == "noadapt":
+            continue
+        line = {}
+        for rho in settings["lt_rhos"]:
+            picked = [_select(rows, param=rho, method=method, refiners=(r,), seeds=(0,), **kind) for r in (refiner, "none")]
+            ours = _estimate([(1.0, picked[0]), (-1.0, picked[1])], expected=k, outcomes=outcomes)
+            sel = paper[(paper.dataset == "cifar10c") & (paper["shift"] == "lt") & (paper.shift_param == float(rho))
+                        & (paper.method == method) & (paper.corruption == "mean")].set_index("refiner")
+            gain, std = float(sel.accuracy["dart"] - sel.accuracy["none"]), float(sel["std"]["dart"])
+            if isinstance(ours, str):
+                line[f"rho = {rho:g}"] = ours
+                continue
+            z = (ours.value - gain) / (ours.se ** 2 + std ** 2) ** 0.5
+            verdict = "within noise" if abs(z) <= 2 else ("below" if z < 0 else "above")
+            bound = "≤" if ours.kind == "bound" else ""
+            line[f"rho = {rho:g}"] = (f"{ours.value:+.2f} ± {bound}{ours.se:.2f} / {gain:+.1f} ± {std:.1f}: "
+                                      f"{verdict} ({z:+.1f} SE)")
+        out[method] = line
+    return pd.DataFrame(out).T
+
+
 def accuracy_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods: list[str]) -> pd.DataFrame:
     """Table 1's CIFAR-10C-LT block at the paper's g_phi: per method and rho, the accuracy without
     DART, with the paper's g_phi (seed 0) and with the profile's, each a mean over the corruptions ±

@@ -1,0 +1,108 @@
+"""The tables of ``docs/results.md`` that are computed from committed rows: each sits between a
+``<!-- generated: NAME -->`` line and an ``<!-- end: NAME -->`` line, and :func:`refresh_results_page`
+rewrites it from the rows and their per-image outcomes (the noise model, :mod:`dartlib.analysis.noise`),
+so that the page never shows a number the rows do not give. ``tests/test_results_page.py`` fails
+when a generated table differs from what the committed rows give; the prose around the tables is
+written by hand and quotes them.
+
+Tables (``NAME``): the cpu profile's Table 1 CIFAR-10C-LT block at the paper's g_phi and at the
+profile's (``paper_config_accuracy``), DART's gain per method at both (``paper_config_gains``) and
+BNAdapt's block on three g_phi seeds (``paper_config_bnadapt``), and the profile's DART gains beside
+the paper's with whether they differ beyond noise (``table1_gain_vs_paper``), all from
+:mod:`dartlib.studies.paper_config`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from dartlib.paths import REPO_ROOT
+
+RESULTS_PAGE = REPO_ROOT / "docs" / "results.md"
+PROFILE = "cpu"
+# Table 1's row names as the paper prints them (Appendix A runs NOTE, DELTA and ODS on top of TENT)
+METHOD_LABELS = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "TENT+NOTE",
+                 "delta": "TENT+DELTA", "ods": "TENT+ODS", "lame": "LAME", "sar": "SAR"}
+# the gain table names a method as Table 1's +DART row does (NOTE+DART, not TENT+NOTE+DART)
+_GAIN_LABELS = {"note": "NOTE", "delta": "DELTA", "ods": "ODS"}
+_STREAM = {"rho": "LT rho", "IR": "imb IR"}
+_BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- end: (?P=name) -->)", re.S)
+
+
+def _markdown(frame: pd.DataFrame, *, first: str) -> str:
+    """``frame`` as a markdown table whose first column, headed ``first``, is its index."""
+    lines = [f"| {first} | " + " | ".join(map(str, frame.columns)) + " |",
+             "| " + " | ".join(["---"] * (len(frame.columns) + 1)) + " |"]
+    lines += [f"| {index} | " + " | ".join(map(str, row)) + " |" for index, row in zip(frame.index, frame.to_numpy())]
+    return "\n".join(lines) + "\n"
+
+
+def _by_method(block: pd.DataFrame) -> pd.DataFrame:
+    """A block indexed by (method, "rho=R") with the rows named "TENT+NOTE, rho 1"."""
+    names = [f"{METHOD_LABELS[m]}, rho {s.split('=')[1]}" for m, s in block.index]
+    return block.set_axis(names, axis=0)
+
+
+def _plus_dart(block: pd.DataFrame) -> pd.DataFrame:
+    """A block indexed by method with the rows named "BNAdapt+DART", "TENT+DELTA+DART" -> as Table 1."""
+    return block.set_axis([f"{_GAIN_LABELS.get(m, METHOD_LABELS[m])}+DART" for m in block.index], axis=0)
+
+
+def _by_stream(block: pd.DataFrame) -> pd.DataFrame:
+    """BNAdapt's block (columns "rho=1", "IR=5") turned to one row per stream ("LT rho 1")."""
+    table = block.T
+    names = [f"{_STREAM[s.split('=')[0]]} {s.split('=')[1]}" for s in table.index]
+    return table.set_axis(names, axis=0)
+
+
+def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
+    """Every generated table of the page, by name, as markdown from ``profile``'s committed rows."""
+    from dartlib.experiments.outcomes import folder_outcomes
+    from dartlib.experiments.settings import Settings
+    from dartlib.paths import results_dir
+    from dartlib.studies import paper_config
+    from dartlib.studies.table1 import TABLE1_METHODS
+
+    settings = Settings.from_profile(profile)
+    rows = paper_config.paper_config_results(profile=profile, compute=False)
+    outcomes = folder_outcomes(results_dir(profile))
+    common = dict(settings=settings, rows=rows, outcomes=outcomes)
+    return {
+        "paper_config_accuracy": _markdown(_by_method(paper_config.accuracy_block(**common, methods=list(TABLE1_METHODS))),
+                                           first="method, stream"),
+        "paper_config_gains": _markdown(_by_method(paper_config.every_method_block(**common, methods=list(TABLE1_METHODS))),
+                                        first="method, stream"),
+        "paper_config_bnadapt": _markdown(_by_stream(paper_config.bnadapt_block(**common)), first="stream"),
+        "table1_gain_vs_paper": _markdown(_plus_dart(paper_config.gain_beside_paper_block(
+            **common, methods=list(TABLE1_METHODS))), first="method"),
+    }
+
+
+def refreshed_page(text: str, tables: dict[str, str]) -> str:
+    """``text`` with each generated block's body replaced by its table; a block whose name has no
+    table, or a table without its block, raises ``ValueError`` naming it."""
+    found = {m.group("name") for m in _BLOCK.finditer(text)}
+    unknown, absent = sorted(found - set(tables)), sorted(set(tables) - found)
+    if unknown or absent:
+        raise ValueError(f"{RESULTS_PAGE.name}: generated blocks without a table: {unknown or 'none'}; tables without "
+                         f"a block (add '<!-- generated: NAME -->' and '<!-- end: NAME -->' lines): {absent or 'none'}")
+    return _BLOCK.sub(lambda m: m.group(1) + tables[m.group("name")] + m.group(4), text)
+
+
+def refresh_results_page(*, path: Path = RESULTS_PAGE, profile: str = PROFILE) -> list[str]:
+    """Rewrite the generated tables of ``path`` from the committed rows; returns the names of the
+    tables that changed."""
+    text = path.read_text()
+    tables = generated_tables(profile=profile)
+    new = refreshed_page(text, tables)
+    old = {m.group("name"): m.group("body") for m in _BLOCK.finditer(text)}
+    if new != text:
+        path.write_text(new)
+    return [name for name, body in tables.items() if old.get(name) != body]
+
+
+if __name__ == "__main__":
+    changed = refresh_results_page()
+    print(f"{RESULTS_PAGE}: {', '.join(changed) if changed else 'no table'} changed")

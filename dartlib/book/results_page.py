@@ -9,7 +9,9 @@ Tables (``NAME``): the cpu profile's Table 1 CIFAR-10C-LT block at the paper's g
 profile's (``paper_config_accuracy``), DART's gain per method at both (``paper_config_gains``) and
 BNAdapt's block on three g_phi seeds (``paper_config_bnadapt``), and the profile's DART gains beside
 the paper's with whether they differ beyond noise (``table1_gain_vs_paper``), all from
-:mod:`dartlib.studies.paper_config`."""
+:mod:`dartlib.studies.paper_config`; notebook 15's variants on the two failing quantities
+(``diagnosis_variants``) and the shapes of their intermediate batches (``diagnosis_batch_shapes``),
+from :mod:`dartlib.studies.diagnosis`."""
 
 from __future__ import annotations
 
@@ -57,6 +59,36 @@ def _by_stream(block: pd.DataFrame) -> pd.DataFrame:
     return table.set_axis(names, axis=0)
 
 
+def _diagnosis(*, profile: str, outcomes) -> pd.DataFrame:
+    """Notebook 15's variant table as the page prints it: each quantity "value ± SE", with ``*`` where
+    it moved beyond 2 SE from Table 1's refiner (the paired difference of the two refiners' rows)."""
+    from dartlib.profiles import load_profile
+    from dartlib.studies.diagnosis import diagnosis_results, diagnosis_table
+
+    names = list(load_profile(profile)["diagnosis_variants"])
+    rows, _ = diagnosis_results(profile=profile, compute=False, names=names)
+    table = diagnosis_table(rows=rows, outcomes=outcomes)
+    quantities = {"cost": "cost at rho = 1", "IR 20": "IR 20", "IR 50": "IR 50", "IR 5000": "IR 5000",
+                  "gain rho 10": "gain at rho = 10", "gain rho 100": "gain at rho = 100"}
+    out = table[["factor", "setting"]].copy()
+    for name, label in quantities.items():
+        moved = table[f"{name} vs Table 1"].astype(str).str.endswith("*")
+        out[label] = table[name] + moved.map({True: " *", False: ""})
+    return out.set_index("factor")
+
+
+def _batch_shapes(*, profile: str, outcomes) -> pd.DataFrame:
+    """Notebook 15's batch-shape table: each variant that changes g_phi's intermediate batches, their
+    shape, and what g_phi then does."""
+    from dartlib.profiles import load_profile
+    from dartlib.studies.diagnosis import batch_shape_results, batch_shape_table, diagnosis_results
+
+    names = list(load_profile(profile)["diagnosis_variants"])
+    rows, _ = diagnosis_results(profile=profile, compute=False, names=names)
+    shapes = batch_shape_results(profile=profile, compute=False, names=names)
+    return batch_shape_table(shapes=shapes, rows=rows, outcomes=outcomes).set_index("variant")
+
+
 def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     """Every generated table of the page, by name, as markdown from ``profile``'s committed rows."""
     from dartlib.experiments.outcomes import folder_outcomes
@@ -77,6 +109,8 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
         "paper_config_bnadapt": _markdown(_by_stream(paper_config.bnadapt_block(**common)), first="stream"),
         "table1_gain_vs_paper": _markdown(_plus_dart(paper_config.gain_beside_paper_block(
             **common, methods=list(TABLE1_METHODS))), first="method"),
+        "diagnosis_variants": _markdown(_diagnosis(profile=profile, outcomes=outcomes), first="factor"),
+        "diagnosis_batch_shapes": _markdown(_batch_shapes(profile=profile, outcomes=outcomes), first="variant"),
     }
 
 

@@ -393,12 +393,13 @@ def heldout_stream_table(*, rows: pd.DataFrame, outcomes: Outcomes | None = None
     return pd.DataFrame(out)
 
 
-def batch_shape_table(*, shapes: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+def batch_shape_table(*, shapes: pd.DataFrame, rows: pd.DataFrame, outcomes: Outcomes | None = None) -> pd.DataFrame:
     """The intermediate batches of each variant (with results) that changes them
     (:func:`dartlib.studies.diagnosis.intermediate_batch_shapes`: D_int, batch, chunk, the largest
     class's share, classes per batch, one-class batches) beside what g_phi then does: the rho = 1
     cost, the IR 5000 margin and the rho = 100 gain (mean over corruptions ± SE), sorted by the
-    largest class's share."""
+    largest class's share. ``outcomes``: the rows' per-image outcomes (without them every SE is an
+    upper bound)."""
     keys = ["d_int", "batch", "chunk", "largest_class_pct", "one_class_pct"]
     reference = shapes.loc[shapes["variant"] == "table1", keys].round(1).to_dict("records")
     out = []
@@ -406,7 +407,8 @@ def batch_shape_table(*, shapes: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFra
         same = shape.variant != "table1" and [{k: round(getattr(shape, k), 1) for k in keys}] == reference
         if same or not (rows["refiner"] == shape.variant).any():
             continue  # g_phi's other settings (alpha, seed) leave the batches as Table 1's
-        q = {**failing_quantities(rows=rows, refiner=shape.variant), **lt_gains(rows=rows, refiner=shape.variant)}
+        q = {**failing_quantities(rows=rows, refiner=shape.variant, outcomes=outcomes),
+             **lt_gains(rows=rows, refiner=shape.variant, outcomes=outcomes)}
         out.append({"variant": shape.variant, "D_int": shape.d_int, "batch": shape.batch, "chunk": shape.chunk,
                     "largest class %": round(shape.largest_class_pct, 1), "classes": round(shape.classes_per_batch, 1),
                     "one-class %": round(shape.one_class_pct, 1), "cost": _pm(q["cost"]), "IR 5000": _pm(q["IR 5000"]),

@@ -45,6 +45,9 @@ class _Context:
     def inputs(self, cell):
         return f"{self.name}-inputs"
 
+    def save_shared_source(self, *, every=0.0):
+        self.saved = every
+
 
 def test_run_cells_runs_each_cell_with_its_backbones_context(monkeypatch, tmp_path):
     from dartlib.experiments import engine
@@ -59,6 +62,14 @@ def test_run_cells_runs_each_cell_with_its_backbones_context(monkeypatch, tmp_pa
     rows = engine.run_cells(cells, study, path=tmp_path / "study.csv", experiment="backbone_study", progress=False)
     assert seen == [("arch=resnet26-w8", "w8"), ("arch=resnet26-w16", "w16")]
     assert list(rows["inputs"]) == ["w8-inputs", "w16-inputs"]
+
+
+def test_the_study_context_keeps_every_backbones_shared_forwards_as_the_grid_command_asks():
+    from dartlib.studies.backbone_strength import StudyContext
+
+    contexts = {"resnet26-w8": _Context("w8"), "resnet26-w16": _Context("w16")}
+    StudyContext(contexts).save_shared_source()  # `grid` calls this after its cells, on any study's context
+    assert [c.saved for c in contexts.values()] == [0.0, 0.0]
 
 
 def _rows(arch, severity, values):

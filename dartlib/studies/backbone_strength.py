@@ -139,6 +139,13 @@ class StudyContext:
     def adapter(self, cell: Cell):
         return self.of(cell).adapter(cell)
 
+    def save_shared_source(self, *, every: float = 0.0) -> None:
+        """Each backbone's context keeps its shared forwards
+        (:meth:`dartlib.experiments.engine.TestTimeContext.save_shared_source`), as the grid command
+        asks of every context when its cells are done."""
+        for context in self.contexts.values():
+            context.save_shared_source(every=every)
+
 
 def prepare_study_context(
     *, settings: Settings, device: str | None = None, progress: bool = False, trained_only: bool = False,

@@ -272,7 +272,7 @@ def test_the_overview_shows_the_diagnosis_of_the_failing_claims():
     section = "\n".join(book._diagnosis_section(sources=sources))
     assert section.startswith("**Why two claims fail.**")
     row = next(line for line in section.splitlines() if "| epochs50 |" in line)
-    assert "| -0.22 ± ≤0.90 | +0.54 |" in row and "| -2.78 ± ≤0.96 | +16.85 * |" in row
+    assert "| -0.22 ± 0.04 | +0.54 * |" in row and "| -2.78 ± 0.26 | +16.85 * |" in row
     assert book._diagnosis_section(sources=dataclasses.replace(sources, results=REPO_ROOT / "results" / "gpu")) == []
 
 

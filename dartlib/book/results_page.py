@@ -48,7 +48,7 @@ def _by_method(block: pd.DataFrame) -> pd.DataFrame:
 
 
 def _plus_dart(block: pd.DataFrame) -> pd.DataFrame:
-    """A block indexed by method with the rows named "BNAdapt+DART", "TENT+DELTA+DART" -> as Table 1."""
+    """A block indexed by method with the rows named as Table 1 names them: "BNAdapt+DART", "DELTA+DART"."""
     return block.set_axis([f"{_GAIN_LABELS.get(m, METHOD_LABELS[m])}+DART" for m in block.index], axis=0)
 
 

@@ -59,14 +59,11 @@ def _by_stream(block: pd.DataFrame) -> pd.DataFrame:
     return table.set_axis(names, axis=0)
 
 
-def _diagnosis(*, profile: str, outcomes) -> pd.DataFrame:
+def _diagnosis(*, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
     """Notebook 15's variant table as the page prints it: each quantity "value ± SE", with ``*`` where
     it moved beyond 2 SE from Table 1's refiner (the paired difference of the two refiners' rows)."""
-    from dartlib.profiles import load_profile
-    from dartlib.studies.diagnosis import diagnosis_results, diagnosis_table
+    from dartlib.studies.diagnosis import diagnosis_table
 
-    names = list(load_profile(profile)["diagnosis_variants"])
-    rows, _ = diagnosis_results(profile=profile, compute=False, names=names)
     table = diagnosis_table(rows=rows, outcomes=outcomes)
     quantities = {"cost": "cost at rho = 1", "IR 20": "IR 20", "IR 50": "IR 50", "IR 5000": "IR 5000",
                   "gain rho 10": "gain at rho = 10", "gain rho 100": "gain at rho = 100"}
@@ -77,14 +74,11 @@ def _diagnosis(*, profile: str, outcomes) -> pd.DataFrame:
     return out.set_index("factor")
 
 
-def _batch_shapes(*, profile: str, outcomes) -> pd.DataFrame:
+def _batch_shapes(*, profile: str, names: list[str], rows: pd.DataFrame, outcomes) -> pd.DataFrame:
     """Notebook 15's batch-shape table: each variant that changes g_phi's intermediate batches, their
     shape, and what g_phi then does."""
-    from dartlib.profiles import load_profile
-    from dartlib.studies.diagnosis import batch_shape_results, batch_shape_table, diagnosis_results
+    from dartlib.studies.diagnosis import batch_shape_results, batch_shape_table
 
-    names = list(load_profile(profile)["diagnosis_variants"])
-    rows, _ = diagnosis_results(profile=profile, compute=False, names=names)
     shapes = batch_shape_results(profile=profile, compute=False, names=names)
     return batch_shape_table(shapes=shapes, rows=rows, outcomes=outcomes).set_index("variant")
 
@@ -95,12 +89,16 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     from dartlib.experiments.settings import Settings
     from dartlib.paths import results_dir
     from dartlib.studies import paper_config
+    from dartlib.profiles import load_profile
+    from dartlib.studies.diagnosis import diagnosis_results
     from dartlib.studies.table1 import TABLE1_METHODS
 
     settings = Settings.from_profile(profile)
     rows = paper_config.paper_config_results(profile=profile, compute=False)
     outcomes = folder_outcomes(results_dir(profile))
     common = dict(settings=settings, rows=rows, outcomes=outcomes)
+    variants = list(load_profile(profile)["diagnosis_variants"])
+    diagnosis_rows, _ = diagnosis_results(profile=profile, compute=False, names=variants)  # read once, for both tables
     return {
         "paper_config_accuracy": _markdown(_by_method(paper_config.accuracy_block(**common, methods=list(TABLE1_METHODS))),
                                            first="method, stream"),
@@ -109,8 +107,9 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
         "paper_config_bnadapt": _markdown(_by_stream(paper_config.bnadapt_block(**common)), first="stream"),
         "table1_gain_vs_paper": _markdown(_plus_dart(paper_config.gain_beside_paper_block(
             **common, methods=list(TABLE1_METHODS))), first="method"),
-        "diagnosis_variants": _markdown(_diagnosis(profile=profile, outcomes=outcomes), first="factor"),
-        "diagnosis_batch_shapes": _markdown(_batch_shapes(profile=profile, outcomes=outcomes), first="variant"),
+        "diagnosis_variants": _markdown(_diagnosis(rows=diagnosis_rows, outcomes=outcomes), first="factor"),
+        "diagnosis_batch_shapes": _markdown(_batch_shapes(profile=profile, names=variants, rows=diagnosis_rows, outcomes=outcomes),
+                                            first="variant"),
     }
 
 

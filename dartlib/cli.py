@@ -478,7 +478,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from dartlib.experiments.grid import grid_status, parse_shard, shard
     from dartlib.paths import results_dir
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
-    from dartlib.experiments.engine import evaluate_cell, run_cells
+    from dartlib.experiments.engine import TrainedInputsMissing, evaluate_cell, run_cells
     from dartlib.experiments.settings import Settings
 
     if args.shard:
@@ -515,7 +515,10 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     if backend == "ray" and not args.status:
         return _grid_on_ray(args, cells, prepare, settings)
     # --status trains nothing: it loads the trained inputs for their digests
-    context, meta = prepare(settings=settings, progress=True, trained_only=args.status)[:2]
+    try:
+        context, meta = prepare(settings=settings, progress=True, trained_only=args.status)[:2]
+    except TrainedInputsMissing as err:  # name this grid's command, not the pattern
+        raise TrainedInputsMissing(err.paths, command=f"python -m dartlib grid {args.experiment} --profile {args.profile}") from None
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")

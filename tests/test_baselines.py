@@ -57,7 +57,7 @@ def test_note_dart_use_reaches_the_adapter_through_a_cell_param():
     from dartlib.experiments.grid import Cell
 
     source = _model()
-    context = TestTimeContext(source=source, refiner=_class3_refiner(), iabn=tta.note.to_iabn(source), batch_size=16)
+    context = TestTimeContext(source=source, refiner=_class3_refiner(), trained={"iabn": tta.note.to_iabn(source)}, batch_size=16)
     cell = dict(dataset="d", corruption="c", severity=5, shift="lt", shift_param=1.0, method="note", refiner="dart",
                 seed=0)
     default = context.adapter(Cell(**cell, params=""))

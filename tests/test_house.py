@@ -56,3 +56,25 @@ def test_no_module_forwards_names_it_does_not_define():
         assert not [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"], path
         if path.name == "__init__.py" and path.relative_to(REPO_ROOT).as_posix() not in IMPORTING_PACKAGES:
             assert not [n for n in tree.body if isinstance(n, ast.ImportFrom | ast.Import)], path
+
+
+# where a TestTimeContext is built: the engine (prepare_context, from a profile's Settings) and the
+# large benchmarks (from a benchmark's own settings: they have no profile); a study derives its
+# contexts from prepare_context's with TestTimeContext.variant
+CONTEXT_BUILDERS = {"experiments/engine.py", "studies/large_benchmarks.py"}
+
+
+def context_builders(package: Path = PACKAGE) -> set[str]:
+    """The modules of ``package`` that call ``TestTimeContext(...)``."""
+    return {path.relative_to(package).as_posix() for path in package.rglob("*.py")
+            if any(isinstance(n, ast.Call) and getattr(n.func, "id", None) == "TestTimeContext"
+                   for n in ast.walk(ast.parse(path.read_text())))}
+
+
+def test_contexts_are_made_in_one_place():
+    assert context_builders() == CONTEXT_BUILDERS
+
+
+def test_a_planted_hand_built_context_is_found(tmp_path):
+    (tmp_path / "study.py").write_text("def prepare(model):\n    return TestTimeContext(source=model, refiner=None)\n")
+    assert context_builders(tmp_path) == {"study.py"}

@@ -38,7 +38,7 @@ def _context() -> TestTimeContext:
     torch.manual_seed(0)
     return TestTimeContext(source=small_cnn(10, width=4).eval(),
                          refiner=Refiner(module=RefinementModule(10, hidden=8), config=DartConfig()),
-                         iabn=small_cnn(10, width=4).eval(), batch_size=40, options={"tent": {"lr": 1e-3}})
+                         trained={"iabn": small_cnn(10, width=4).eval()}, batch_size=40, options={"tent": {"lr": 1e-3}})
 
 
 def _cells():
@@ -71,7 +71,7 @@ CHANGES = {
     "g_phi weights": (("tent", "dart"), lambda ctx, folder: setattr(ctx.refiner, "module", _bumped(ctx.refiner.module))),
     "g_phi settings": (("tent", "dart"), lambda ctx, folder: setattr(ctx.refiner, "config", DartConfig(alpha=1.0))),
     "test-time temperature": (("tent", "dart"), lambda ctx, folder: setattr(ctx.refiner, "temperature", 1.1)),
-    "NOTE's IABN model": (("note", "none"), lambda ctx, folder: setattr(ctx, "iabn", _bumped(ctx.iabn))),
+    "NOTE's IABN model": (("note", "none"), lambda ctx, folder: ctx.trained.update(iabn=_bumped(ctx.trained["iabn"]))),
     "test data": (("tent", "none"), lambda ctx, folder: _change_test_data(folder)),
 }
 

@@ -25,7 +25,7 @@ def test_every_table1_method_runs_with_and_without_dart(tiny_corrupted, tmp_path
     torch.manual_seed(0)
     source = small_cnn(10, width=4).eval()
     refiner = Refiner(module=RefinementModule(10, hidden=8), config=DartConfig())
-    context = TestTimeContext(source=source, refiner=refiner, iabn=to_iabn(source), batch_size=40,
+    context = TestTimeContext(source=source, refiner=refiner, trained={"iabn": to_iabn(source)}, batch_size=40,
                             options={"memo": {"n_augmentations": 2}})
     cells = table1_cells(dataset="fmnistc", corruptions=["gaussian_noise"], rhos=[10])
     path = tmp_path / "table1.csv"
@@ -69,7 +69,7 @@ def test_shared_source_logits_change_no_prediction(tiny_corrupted):
         for p in module.parameters():
             p.normal_(0, 0.3)  # far from the identity, so the refinement matters
     refiner = Refiner(module=module, config=DartConfig())
-    contexts = {share: TestTimeContext(source=source, refiner=refiner, iabn=to_iabn(source), batch_size=40,
+    contexts = {share: TestTimeContext(source=source, refiner=refiner, trained={"iabn": to_iabn(source)}, batch_size=40,
                                      options={"memo": {"n_augmentations": 2}}, share_source=share)
                 for share in (False, True)}
     cells = [c for c in table1_cells(dataset="fmnistc", corruptions=["gaussian_noise"], rhos=[10],
@@ -192,7 +192,7 @@ def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch, t
     np.save(tmp_path / f"{cell.corruption}.npy", np.zeros((5 * len(labels), 32, 32, 3), dtype=np.uint8))
     np.save(tmp_path / "labels.npy", np.tile(labels, 5))
     monkeypatch.setenv("DART_FMNISTC_DIR", str(tmp_path))
-    assert meta["arch"] == "small-cnn" and context.refiner is not None and context.iabn is not None
+    assert meta["arch"] == "small-cnn" and context.refiner is not None and context.trained["iabn"] is not None
     assert len(context.inputs(cell)) == 16
 
 
@@ -202,6 +202,16 @@ def test_status_context_names_a_missing_trained_input(tmp_path, monkeypatch):
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r"fmnist-small-cnn-smoke-seed0\.pt.*without --status"):
         table1.prepare_context(settings=Settings.from_profile("smoke"), device="cpu", trained_only=True)
+
+
+def test_grid_status_names_the_grid_command_that_trains_a_missing_input(tmp_path, monkeypatch, capsys):
+    from dartlib.cli import main
+
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
+    assert main(["grid", "table1", "--profile", "smoke", "--status"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "fmnist-small-cnn-smoke-seed0.pt" in err
+    assert "`python -m dartlib grid table1 --profile smoke` (without --status) trains them" in err
 
 
 def test_note_report_cells_are_table1s_note_dart_cells_with_the_other_reading():

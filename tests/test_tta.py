@@ -343,6 +343,51 @@ def test_iabn_fine_tuning_is_saved_and_reused(tmp_path):
     assert all(torch.equal(v, again.state_dict()[k]) for k, v in net.state_dict().items())
 
 
+def test_an_interrupted_iabn_fine_tuning_resumes_bit_for_bit(tmp_path, monkeypatch):
+    import numpy as np
+
+    from dartlib.data.sources import Dataset
+    from dartlib.models import training
+    from dartlib.tta.note import finetune_iabn, iabn_path, load_or_finetune_iabn, to_iabn
+
+    rng = np.random.default_rng(1)
+    train = Dataset("tiny", "train", rng.integers(0, 255, size=(64, 32, 32, 3), dtype=np.uint8),
+                    rng.integers(0, 5, size=64).astype(np.int64), tuple("abcde"))
+    model = _model()
+    whole, _ = finetune_iabn(to_iabn(model), train, epochs=3, batch_size=32, progress=False)
+    real_epoch, calls = training.sgd_epoch, []
+
+    def cut_after_two(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the machine is taken back during the third epoch
+        return real_epoch(*args, **kwargs)
+
+    ckpt = tmp_path / "source.pt"
+    partial = iabn_path(ckpt, epochs=3).with_suffix(".partial.pt")
+    monkeypatch.setattr(training, "sgd_epoch", cut_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        load_or_finetune_iabn(ckpt, model, train, epochs=3, batch_size=32, progress=False)
+    assert partial.is_file() and not iabn_path(ckpt, epochs=3).exists()
+    calls.clear()
+    monkeypatch.setattr(training, "sgd_epoch", lambda *a, **k: (calls.append(1), real_epoch(*a, **k))[1])
+    resumed, meta = load_or_finetune_iabn(ckpt, model, train, epochs=3, batch_size=32, progress=False)
+    assert len(calls) == 1 and [e["epoch"] for e in meta["log"]] == [1, 2, 3]  # only the third epoch ran again
+    assert all(torch.equal(v, resumed.state_dict()[k]) for k, v in whole.state_dict().items())
+    assert not partial.exists()
+    # a saved state from another start (here another learning rate) is not resumed
+    monkeypatch.setattr(training, "sgd_epoch", cut_after_two)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        load_or_finetune_iabn(tmp_path / "other.pt", model, train, epochs=3, batch_size=32, progress=False)
+    monkeypatch.setattr(training, "sgd_epoch", real_epoch)
+    with pytest.warns(UserWarning, match="another start"):
+        other, _ = load_or_finetune_iabn(tmp_path / "other.pt", model, train, epochs=3, batch_size=32, lr=0.02,
+                                         progress=False)
+    fresh, _ = finetune_iabn(to_iabn(model), train, epochs=3, batch_size=32, lr=0.02, progress=False)
+    assert all(torch.equal(v, other.state_dict()[k]) for k, v in fresh.state_dict().items())
+
+
 def test_share_source_replaces_only_the_copies_an_adapter_reads():
     def provider(x):
         return torch.zeros(x.shape[0], 3)

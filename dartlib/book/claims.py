@@ -63,6 +63,7 @@ from dartlib.paths import REPO_ROOT, results_dir
 from dartlib.profiles import load_profile
 from dartlib.reporting.paper import PAPER_DIR, load_table
 from dartlib.reporting.tables import parse_params
+from dartlib.tta.note import PAPER_IABN_EPOCHS
 
 CLAIMS_FILE = PAPER_DIR / "claims.yaml"
 CLAIMS_PAGE = REPO_ROOT / "docs" / "claims.md"
@@ -555,7 +556,7 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
     ablation = f"g_phi {params.get('ablation_epochs')} epochs at alpha {params.get('ablation_alpha'):g}"
     parts = {
         "table1": f"Table 1: {main}, {n('table1_corruptions')} corruptions, NOTE's IABN {params.get('note_finetune_epochs')} "
-                  f"epoch(s) (the paper: 30)",
+                  f"epoch(s) (the paper: {PAPER_IABN_EPOCHS})",
         "online_imbalance": f"CIFAR-10C-imb: {main}, {n('online_corruptions')} corruptions (TENT, SAR, ODS on "
                             f"{n('split_tta_corruptions')})",
         "more_settings": f"{main}; MEMO on {n('memo_corruptions')} corruptions, CIFAR-10C-imb on {n('imb_corruptions')}",

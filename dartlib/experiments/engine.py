@@ -1,9 +1,10 @@
 """The test-time engine: one cell (a method, with or without DART, over one test stream) run online.
 
-Every cell starts from a fresh copy of the source classifier (NOTE: from its IABN fine-tuned
-copy), adapts online over the stream in batches, and scores the predictions it returns (the
-refined ones with DART). Shared inputs (the source model, g_phi, the IABN model, the corrupted
-test sets) are loaded once by the caller and passed in.
+Every cell starts from a fresh copy of the model its method adapts (the source classifier, or a
+trained input the method declares: :attr:`dartlib.tta.base.Adapter.reads_context`), adapts online
+over the stream in batches, and scores the predictions it returns (the refined ones with DART).
+Shared inputs (the source model, g_phi, the methods' trained inputs, the corrupted test sets) are
+loaded once by the caller and passed in; the engine names no method.
 """
 
 from __future__ import annotations
@@ -223,8 +224,8 @@ def machine_device() -> str:
 
 @dataclass
 class TestTimeContext:
-    """What every cell of a grid shares at test time: the source model, the refiners, NOTE's IABN
-    copy, the test batch size, the methods' options and where the forwards run (``device``, by
+    """What every cell of a grid shares at test time: the source model, the refiners, the methods'
+    trained inputs (``trained``, by the names their methods read), the test batch size, the methods' options and where the forwards run (``device``, by
     default the machine's: :func:`machine_device`). A context that differs from another in a few
     fields (another refiner, batch size or options) is derived from it with :meth:`variant`, which
     keeps its device and precision."""
@@ -233,7 +234,7 @@ class TestTimeContext:
 
     source: nn.Module
     refiner: Refiner | None
-    iabn: nn.Module | None = None
+    trained: dict = field(default_factory=dict)  # the methods' trained inputs by name (Adapter.context_fields)
     batch_size: int = TEST_BATCH_SIZE
     device: str = field(default_factory=machine_device)
     options: dict = field(default_factory=dict)  # per-method keyword options
@@ -272,7 +273,7 @@ class TestTimeContext:
         if kept:
             raise ValueError(f"a variant keeps its context's {' and '.join(kept)}; to run elsewhere, build a "
                              f"TestTimeContext(...) naming device= (and precision=) instead")
-        copies = {name: dict(getattr(self, name)) for name in ("options", "refiners") if name not in changes}
+        copies = {name: dict(getattr(self, name)) for name in ("options", "refiners", "trained") if name not in changes}
         derived = dataclasses.replace(self, **copies, **changes)
         if not {"source", "logits_store"} & set(changes):
             derived._memo_from = self  # one forward per batch for every variant of a study
@@ -282,7 +283,7 @@ class TestTimeContext:
         """A digest of everything a cell's result depends on besides its key (for
         :func:`dartlib.experiments.grid.run_grid`): every field of this context (the test batch
         size, the method's options, any field added later) with the trained inputs the cell reads
-        (the source model's weights, the weights and settings of its refiner, NOTE's IABN model),
+        (the source model's weights, the weights and settings of its refiner, the trained inputs its method reads),
         the test stream itself (:func:`stream_digest`: the test images, labels and order) and
         the revisions of the method and of the engine. Fields are read from the dataclass, not
         from a list kept by hand, so that a new setting cannot be left out; only
@@ -292,6 +293,9 @@ class TestTimeContext:
         for f in dataclasses.fields(self):
             if f.name in self.NOT_INPUTS:
                 continue
+            if f.name == "trained":  # one part per name a method reads, as when each was a field of its own
+                parts += [f"{name}={self._trained_value(name, cell)}" for name in trained_input_names()]
+                continue
             value = self._input_value(f.name, cell)
             if self.LATER_FIELDS.get(f.name) != value:
                 parts.append(f"{f.name}={value}")
@@ -299,22 +303,24 @@ class TestTimeContext:
 
     def _input_value(self, name: str, cell: Cell) -> str:
         """The part of field ``name`` that ``cell`` reads, as text: of the keyed fields (the
-        refiners, the IABN model, the per-method options) the entry the cell selects, of every
+        refiners, the methods' trained inputs, the per-method options) the entry the cell selects, of every
         other field its value (a module by its weights)."""
         if name in ("refiner", "refiners"):
             if name == "refiners" or cell.refiner == "none":
                 return ""  # both are read through the cell's refiner name, once
             refiner = {"dart": self.refiner, **self.refiners}.get(cell.refiner)
             return "absent" if refiner is None else _refiner_digest(refiner)
-        if name == "iabn":
-            read = name in tta.METHODS[cell.method].reads_context and self.iabn is not None
-            return _state_digest(self.iabn) if read else ""
         if name == "options":
             return repr(sorted(self.options.get(cell.method, {}).items()))
         if name == "precision":
             return self.forward_precision()
         value = getattr(self, name)
         return _state_digest(value) if isinstance(value, nn.Module) else repr(value)
+
+    def _trained_value(self, name: str, cell: Cell) -> str:
+        """The digest of the trained input ``name`` where the cell's method reads it and it is there, else ""."""
+        read = name in tta.METHODS[cell.method].reads_context and self.trained.get(name) is not None
+        return _state_digest(self.trained[name]) if read else ""
 
     def forward_precision(self) -> str:
         """:attr:`precision`, or the device's (:func:`dartlib.devices.precision`)."""
@@ -380,8 +386,8 @@ class TestTimeContext:
             options.setdefault("seed", cell.seed)  # methods with their own randomness (memory, views)
         shared = None
         if self.share_source:
-            # Every frozen copy an adapter would hold is f_theta0_bar of ``self.source`` (NOTE takes
-            # ``source`` from this context; ODS's tracker keeps its own pre-trained copy): one memo serves all.
+            # Every frozen copy an adapter would hold is f_theta0_bar of ``self.source`` (a method that
+            # adapts a trained input takes ``source`` from this context): one memo serves all.
             self.save_shared_source(every=60.0)  # what the cells before this one added
             shared = self.shared_source()
         return tta.make(cell.method, self.on_device(model), refiner=refiner, source_logits=shared, **options)
@@ -410,6 +416,11 @@ def _state_digest(module: nn.Module) -> str:
     if module not in _DIGESTS:
         _DIGESTS[module] = weights_digest(module)[:16]
     return _DIGESTS[module]
+
+
+def trained_input_names() -> list[str]:
+    """Every name of a trained input some method reads (:attr:`dartlib.tta.base.Adapter.reads_context`), sorted."""
+    return sorted({name for cls in tta.METHODS.values() for name in cls.reads_context})
 
 
 def _data_location() -> tuple:
@@ -620,7 +631,7 @@ def prepare_context(
 ) -> tuple[TestTimeContext, dict]:
     """What every Table 1 cell of a profile shares: the source model (trained if absent), the
     refiner of notebook 04 (trained if absent), what the methods of :data:`dartlib.tta.METHODS`
-    add to a context (:meth:`~dartlib.tta.base.Adapter.context_fields`: NOTE's IABN model; their
+    add to a context (:meth:`~dartlib.tta.base.Adapter.context_fields`, under ``trained``; their
     profile options, :meth:`~dartlib.tta.base.Adapter.profile_options`), the corrupted test sets
     (generated if absent), all from ``settings`` (a profile's or a notebook's values; the g_phi
     settings through :meth:`Settings.dart_config`). ``method_inputs=False`` skips the methods'
@@ -660,21 +671,36 @@ def prepare_context(
     refiner = None
     if with_refiner:
         refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
-    fields = {}
+    trained = {}
     for cls in methods:
-        fields.update(cls.context_fields(settings=settings, checkpoint=checkpoint, model=model, train=train,
+        trained.update(cls.context_fields(settings=settings, checkpoint=checkpoint, model=model, train=train,
                                          device=device, progress=progress))
+    return source_context(settings=settings, source=model, refiner=refiner, trained=trained, device=device), meta
+
+
+def source_context(*, settings: Settings, source: nn.Module, refiner: Refiner | None = None,
+                   trained: dict | None = None, device: str) -> TestTimeContext:
+    """The test-time context of a profile's cells around a loaded source model (what
+    :func:`prepare_context` returns once its inputs are loaded or trained): the methods' profile
+    options (:meth:`~dartlib.tta.base.Adapter.profile_options`), the profile's test batch size,
+    ``refiner`` and the methods' ``trained`` inputs, on ``device``."""
     options = {name: opts for name, cls in tta.METHODS.items() if (opts := cls.profile_options(settings))}
-    context = TestTimeContext(source=model, refiner=refiner, device=device, options=options,
-                              batch_size=settings.get("test_batch_size", TEST_BATCH_SIZE), **fields)
-    return context, meta
+    return TestTimeContext(source=source, refiner=refiner, device=device, options=options,
+                           batch_size=settings.get("test_batch_size", TEST_BATCH_SIZE), trained=trained or {})
+
+
+class TrainedInputsMissing(FileNotFoundError):
+    """Trained inputs a command only reads (``grid --status``) are absent; the message names each
+    and the command that trains them (``command``, or the grid command's pattern)."""
+
+    def __init__(self, paths: list[Path], *, command: str = "python -m dartlib grid EXPERIMENT --profile PROFILE") -> None:
+        self.paths, self.command = list(paths), command
+        super().__init__(f"these trained inputs are absent: {', '.join(str(p) for p in self.paths)}; `{command}` "
+                         "(without --status) trains them, or `git checkout -- data/checkpoints` restores the committed ones")
 
 
 def require_trained(paths: list[Path]) -> None:
-    """Raise ``FileNotFoundError`` naming every missing trained input and the command that makes it."""
+    """Raise :class:`TrainedInputsMissing` naming every missing trained input and the command that makes it."""
     missing = [p for p in paths if not p.is_file()]
     if missing:
-        raise FileNotFoundError(
-            "these trained inputs are absent: " + ", ".join(str(p) for p in missing)
-            + "; `python -m dartlib grid EXPERIMENT --profile PROFILE` (without --status) trains them, "
-              "or `git checkout -- data/checkpoints` restores the committed ones")
+        raise TrainedInputsMissing(missing)

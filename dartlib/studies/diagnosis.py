@@ -36,12 +36,15 @@ from dartlib.reporting.paper import load_table
 
 @dataclass(frozen=True)
 class Variant:
-    """One setting of one factor: ``overrides`` are DartConfig fields applied to Table 1's refiner."""
+    """One setting of one factor: ``overrides`` are DartConfig fields applied to Table 1's refiner;
+    ``epochs_factor`` multiplies its epochs (the profile's ``dart_epochs``), for a control that
+    takes as many optimiser steps as Table 1's refiner where the variant changes the steps per epoch."""
 
     name: str
     factor: str
     setting: str
     overrides: dict[str, Any] = field(default_factory=dict)
+    epochs_factor: float = 1.0
 
 
 VARIANTS: tuple[Variant, ...] = (
@@ -57,7 +60,13 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("shuffled", "order inside a chunk", "shuffled (not class blocks)", {"chunk_order": "shuffled"}),
     Variant("mix-ndir10", "mixture of batch kinds", "every other batch from N_dir 10 (not the paper's)", {"mix_n_dir": 10}),
     Variant("batch200", "intermediate batch size", "200 (the test batch's)", {"batch_size": 200}),
+    # as many steps as Table 1's refiner (batch 64: 781 a CIFAR-10 epoch; batch 200: 250)
+    Variant("batch200-steps", "intermediate batch size", "200 at Table 1's number of steps (3.1 times the epochs)",
+            {"batch_size": 200}, epochs_factor=200 / 64),
     Variant("perclass1000", "class-balanced D_int", "1,000 per class (not all 5,000)", {"per_class": 1000}),
+    # as many steps as Table 1's refiner: CIFAR-10 has 5,000 training images per class
+    Variant("perclass1000-steps", "class-balanced D_int", "1,000 per class at Table 1's number of steps (5 times the epochs)",
+            {"per_class": 1000}, epochs_factor=5000 / 1000),
     Variant("seed1", "seed", "1 (g_phi's init and its batches)", {"seed": 1}),
     Variant("seed2", "seed", "2 (g_phi's init and its batches)", {"seed": 2}),
     Variant("alpha0.1-epochs50-seed1", "seed", "1 at the paper's alpha and epochs", {"epochs": 50, "alpha": 0.1, "seed": 1}),
@@ -74,8 +83,13 @@ def variant(name: str) -> Variant:
 
 
 def variant_config(*, settings: Settings, name: str) -> DartConfig:
-    """Table 1's refiner config under ``settings`` with the overrides of variant ``name``."""
-    return settings.dart_config(**variant(name).overrides)
+    """Table 1's refiner config under ``settings`` with the overrides of variant ``name`` (its
+    epochs scaled by the variant's ``epochs_factor``, rounded)."""
+    v = variant(name)
+    overrides = dict(v.overrides)
+    if v.epochs_factor != 1.0:
+        overrides["epochs"] = round(settings.dart_config(**v.overrides).epochs * v.epochs_factor)
+    return settings.dart_config(**overrides)
 
 
 def train_variants(*, settings: Settings, names: list[str], device: str | None = None, progress: bool = True) -> list:

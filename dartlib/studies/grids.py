@@ -45,4 +45,7 @@ GRIDS: Registry[GridSpec] = Registry("grid", {
     "paper_config": GridSpec("06_table1_main", "Table 1 and CIFAR-10C-imb at the paper's g_phi (50 epochs, alpha 0.1)",
                              paper_config.prepare_paper_context, paper_config.profile_cells,
                              paper_config.SHARED_RESULTS),
+    "paper_note": GridSpec("06_table1_main", "NOTE with its IABN copy fine-tuned for the paper's 30 epochs, with and "
+                           "without the paper's g_phi", paper_config.prepare_paper_note_context,
+                           paper_config.paper_note_cells),
 })

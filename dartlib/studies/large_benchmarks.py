@@ -37,6 +37,7 @@ from dartlib.reporting.paper import load_table
 from dartlib.reporting.tables import beside_paper, render, row_label
 from dartlib.studies.online_imbalance import METHOD_OPTIONS as ONLINE_METHOD_OPTIONS
 from dartlib.studies.table1 import TABLE1_METHODS
+from dartlib.tta.note import PAPER_IABN_EPOCHS
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class Benchmark:
     optimizer: dict = field(default_factory=dict)  # test-time optimiser of the gradient methods
     image_size: int | None = None  # resize + centre crop on loading (None: as stored)
     int_per_class: int | None = None  # D_int images per class read from the training data (None: all)
-    note_epochs: int = 30  # NOTE's IABN fine-tuning epochs
+    note_epochs: int = PAPER_IABN_EPOCHS  # NOTE's IABN fine-tuning epochs
     split: dict = field(default_factory=dict)  # DART-split's own DartConfig values over ``dart`` (Appendix B)
 
     @property
@@ -268,8 +269,9 @@ def prepare(name: str, *, domain: str | None = None, seed: int = 0, device: str 
     if bench.kind == "online":
         for method, extra in ONLINE_METHOD_OPTIONS.items():
             options[method] = {**options.get(method, {}), **extra}
-    return TestTimeContext(source=model, refiner=refiners.pop("dart", None), refiners=refiners, iabn=iabn,
-                         batch_size=bench.test_batch_size, device=device, options=options)
+    return TestTimeContext(source=model, refiner=refiners.pop("dart", None), refiners=refiners,
+                           trained={} if iabn is None else {"iabn": iabn}, batch_size=bench.test_batch_size,
+                           device=device, options=options)
 
 
 def run_benchmark(name: str, *, path: Path, seed: int = 0, device: str | None = None, cells: list[Cell] | None = None,

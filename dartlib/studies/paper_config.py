@@ -32,8 +32,10 @@ from dartlib.experiments.settings import Settings
 from dartlib.reporting.paper import load_table
 from dartlib.studies.diagnosis import SEED_GROUPS, variant_config
 from dartlib.studies.table1 import TABLE1_METHODS
+from dartlib.tta.note import PAPER_IABN_EPOCHS
 
 PAPER_VARIANTS: tuple[str, ...] = SEED_GROUPS["paper"]
+PAPER = PAPER_VARIANTS[0]  # the seed-0 refiner at the paper's configuration; its seeds are PAPER_VARIANTS
 # in this order: the files whose rows carry per-image outcomes first
 SHARED_RESULTS = ("table1.csv", "online_imbalance.csv", "diagnosis.csv", "more_settings.csv")
 
@@ -108,6 +110,28 @@ def prepare_paper_context(*, settings: Settings, device: str | None = None, prog
     return context, meta
 
 
+def paper_note_settings(settings: Settings) -> Settings:
+    """``settings`` with NOTE's IABN copy fine-tuned for the paper's epochs (Appendix A:
+    :data:`~dartlib.tta.note.PAPER_IABN_EPOCHS`) where the profile shortens it (``note_finetune_epochs``)."""
+    return Settings.from_params({**settings.values, "note_finetune_epochs": PAPER_IABN_EPOCHS})
+
+
+def paper_note_cells(settings: Settings) -> list[Cell]:
+    """NOTE on Table 1's CIFAR-10C-LT streams with its IABN copy at the paper's epochs
+    (:func:`paper_note_settings`; ``results/<profile>/paper_note.csv``): without DART and with the
+    seed-0 refiner at the paper's configuration first, then with the profile's own refiner."""
+    lt = _lt(settings, settings["seed"])
+    return grid(**lt, method=["note"], refiner=["none", PAPER]) + grid(**lt, method=["note"], refiner=["dart"])
+
+
+def prepare_paper_note_context(*, settings: Settings, device: str | None = None, progress: bool = False,
+                               trained_only: bool = False):
+    """:func:`prepare_paper_context` of :func:`paper_note_settings`: fine-tunes the IABN copy where
+    it is absent (hours of a CPU core; an interrupted fine-tuning resumes from its last epoch)."""
+    return prepare_paper_context(settings=paper_note_settings(settings), device=device, progress=progress,
+                                 trained_only=trained_only)
+
+
 def paper_config_results(*, profile: str, compute: bool, progress: bool = False):
     """The rows of the grid (``results/<profile>/paper_config.csv``) for every paper variant, in
     grid order. ``compute``: first compute the missing or stale cells of the trained variants (hours
@@ -128,8 +152,6 @@ def paper_config_results(*, profile: str, compute: bool, progress: bool = False)
         context.save_shared_source()
     return stored_rows(paper_config_cells(settings, names=list(PAPER_VARIANTS)), path=path)
 
-
-PAPER = PAPER_VARIANTS[0]  # the seed-0 refiner at the paper's configuration; its seeds are PAPER_VARIANTS
 
 
 def _select(rows: pd.DataFrame, *, shift: str, param: float, method: str, refiners: tuple[str, ...],
@@ -157,11 +179,18 @@ def _text(value) -> str:
     return f"{value.value:.2f} ± {'≤' if value.kind == 'bound' else ''}{value.se:.2f}"
 
 
-def _paper(table: str, *, shift: str, param: float, method: str, refiner: str) -> float:
+def _paper_row(table: str, *, shift: str, param: float, method: str, refiner: str) -> pd.Series | None:
+    """The paper's CIFAR-10-C row (mean over corruptions) of ``table`` for one setting, or None."""
     paper = load_table(table)
     sel = paper[(paper.dataset == "cifar10c") & (paper["shift"] == shift) & (paper.shift_param == float(param))
                 & (paper.method == method) & (paper.refiner == refiner) & (paper.corruption == "mean")]
-    return float(sel.accuracy.iloc[0]) if len(sel) else float("nan")
+    return sel.iloc[0] if len(sel) else None
+
+
+def _paper(table: str, *, shift: str, param: float, method: str, refiner: str) -> float:
+    """The accuracy of :func:`_paper_row`, nan where the paper has none."""
+    row = _paper_row(table, shift=shift, param=param, method=method, refiner=refiner)
+    return float("nan") if row is None else float(row.accuracy)
 
 
 def _lt_streams(settings: Settings) -> dict:
@@ -234,7 +263,6 @@ def gain_beside_paper_block(*, settings: Settings, rows: pd.DataFrame, outcomes,
     (Section 5.2's Table 1, read with :mod:`dartlib.analysis.noise`)."""
     kind = _lt_streams(settings)
     k, out = len(kind["corruptions"]), {}
-    paper = load_table("table1_main")
     for method in methods:
         if method == "noadapt":
             continue
@@ -242,9 +270,9 @@ def gain_beside_paper_block(*, settings: Settings, rows: pd.DataFrame, outcomes,
         for rho in settings["lt_rhos"]:
             picked = [_select(rows, param=rho, method=method, refiners=(r,), seeds=(0,), **kind) for r in (refiner, "none")]
             ours = _estimate([(1.0, picked[0]), (-1.0, picked[1])], expected=k, outcomes=outcomes)
-            sel = paper[(paper.dataset == "cifar10c") & (paper["shift"] == "lt") & (paper.shift_param == float(rho))
-                        & (paper.method == method) & (paper.corruption == "mean")].set_index("refiner")
-            gain, std = float(sel.accuracy["dart"] - sel.accuracy["none"]), float(sel["std"]["dart"])
+            base, dart = (_paper_row("table1_main", shift="lt", param=rho, method=method, refiner=r)
+                          for r in ("none", "dart"))
+            gain, std = float(dart.accuracy - base.accuracy), float(dart["std"])
             if isinstance(ours, str):
                 line[f"rho = {rho:g}"] = ours
                 continue

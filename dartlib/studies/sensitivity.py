@@ -17,7 +17,7 @@ import pandas as pd
 
 from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
-from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells
+from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells, source_context
 from dartlib.experiments.grid import Cell, grid, parse_params
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
@@ -89,15 +89,16 @@ class SensitivityStudy:
 def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> SensitivityStudy:
     """Every refiner of :func:`refiner_changes` (those not saved beside the checkpoint yet train
     together, one pass of the frozen classifier per intermediate batch size), the LT streams and the
-    context the cells derive from, all on the machine's device (:func:`dartlib.experiments.engine.machine_device`)."""
+    context the cells derive from (:func:`~dartlib.experiments.engine.source_context` around the
+    loaded source model, with the ``base`` refiner), all on the machine's device
+    (:func:`dartlib.experiments.engine.machine_device`)."""
     device = machine_device()
     base = ablation_base_config(settings)
     changes = refiner_changes(settings)
     trained = load_or_train_refiners(setup.checkpoint, setup.model, setup.train,
                                      [replace(base, **c) for c in changes.values()], device=device, progress=False)
     refiners = {name: refiner for name, (refiner, _) in zip(changes, trained)}
-    context = TestTimeContext(source=setup.model, refiner=refiners["base"], batch_size=settings["test_batch_size"],
-                              device=device)
+    context = source_context(settings=settings, source=setup.model, refiner=refiners["base"], device=device)
     return SensitivityStudy(settings=settings, setup=setup, refiners=refiners, context=context)
 
 

@@ -32,8 +32,8 @@ class Adapter(abc.ABC):
     revision = 0
     # Whether DART is paired with this method in the paper's tables (NoAdapt: never).
     takes_refiner = True
-    # Fields of a test-time context, beyond the source model, the refiner, the test batch size and
-    # the method's options, that the method reads (NOTE: its IABN model): part of its cells' digests.
+    # Names of the context's trained inputs (``TestTimeContext.trained``, made by context_fields)
+    # that the method reads (NOTE: "iabn", its IABN copy): part of its cells' digests.
     reads_context: tuple[str, ...] = ()
     # Options a grid cell may set through its ``params`` (NOTE's ``dart_use=report``), so that a
     # grid can hold rows of both readings of a method side by side.

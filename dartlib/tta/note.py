@@ -14,9 +14,11 @@ distribution of the test batch, not of the memory.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import random
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -26,14 +28,17 @@ from torch.nn import functional as F
 
 from dartlib import __version__
 from dartlib.dart.refiner import Refiner
+from dartlib.data.files import DamagedFileError
 from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
-from dartlib.models.checkpoints import load_or_train
+from dartlib.models.checkpoints import load_or_train, load_weights, save_weights
 from dartlib.tta.base import Adapter, Refinement
 from dartlib.tta.basic import entropy, make_optimizer
 
 DART_USES = ("memory", "report")
 IABN_K = 4.0  # IABN's threshold k in standard errors (NOTE's default, kept in Appendix A)
+IABN_AUGMENTATION = "flip"  # of the fine-tuning's training images
+PAPER_IABN_EPOCHS = 30  # Appendix A: NOTE's IABN layers fine-tuned for 30 epochs on the source data
 
 
 class IABN2d(nn.Module):
@@ -87,12 +92,19 @@ def has_iabn(model: nn.Module) -> bool:
 
 
 def finetune_iabn(
-    net: nn.Module, train, *, epochs: int, batch_size: int = 128, lr: float = 0.01, augmentation: str = "flip",
+    net: nn.Module, train, *, epochs: int, batch_size: int = 128, lr: float = 0.01,
     per_class: int | None = None, seed: int = 0, device: str = "cpu", progress: bool = True,
+    resume: Path | None = None,
 ) -> tuple[nn.Module, list[dict]]:
     """Fine-tune all weights of an IABN model (:func:`to_iabn`) on the labelled training set
-    (Appendix A: 30 epochs), SGD with momentum 0.9, weight decay 5e-4 and cosine annealing;
-    ``per_class`` restricts it to a class-balanced subset (reduced profiles)."""
+    (Appendix A: :data:`PAPER_IABN_EPOCHS` epochs), SGD with momentum 0.9, weight decay 5e-4 and
+    cosine annealing, random horizontal flips (:data:`IABN_AUGMENTATION`); ``per_class`` restricts it
+    to a class-balanced subset (reduced profiles).
+
+    ``resume``: a file where the state is saved after every epoch (atomically); a call that finds
+    one made from the same start (initial weights, training data, settings) continues from its
+    last epoch, bit for bit as if never stopped, and one made from another start is set aside with
+    a warning. Each entry of the returned log has its epoch's ``seconds``."""
     from dartlib.data.protocols import class_balanced
     from dartlib.data.sources import Dataset
     from dartlib.models.training import EpochBatches, cosine_lr, sgd_epoch
@@ -108,17 +120,59 @@ def finetune_iabn(
     steps = len(train.labels) // batch_size
     total = max(1, epochs * steps)
     labels = torch.from_numpy(train.labels)
-    log = []
-    for epoch in range(epochs):
+    log: list[dict] = []
+    identity = ""
+    if resume is not None:
+        identity = _finetune_identity(net, train, epochs=epochs, batch_size=batch_size, lr=lr,
+                                      augmentation=IABN_AUGMENTATION, seed=seed)
+        log = _restore_finetune(resume, identity, net, opt, device=device)
+    for epoch in range(len(log), epochs):
+        start = time.perf_counter()
         gen = torch.Generator().manual_seed(seed * 1000 + epoch)
         order = torch.randperm(len(labels), generator=gen)
         loss_sum, correct, seen = sgd_epoch(
-            net, opt, EpochBatches(train.images, labels, order, steps, batch_size, augmentation, gen),
+            net, opt, EpochBatches(train.images, labels, order, steps, batch_size, IABN_AUGMENTATION, gen),
             device=device, progress=progress,
             lr_of_step=lambda i: cosine_lr(base=lr, step=epoch * steps + i, total=total),
             desc=f"IABN fine-tuning epoch {epoch + 1}/{epochs}")
-        log.append({"epoch": epoch + 1, "train_loss": loss_sum / max(1, seen), "train_acc": 100 * correct / max(1, seen)})
+        log.append({"epoch": epoch + 1, "train_loss": loss_sum / max(1, seen), "train_acc": 100 * correct / max(1, seen),
+                    "seconds": time.perf_counter() - start})
+        if resume is not None:
+            save_weights({"identity": identity, "model": net.state_dict(), "optimizer": opt.state_dict(), "log": log,
+                          "torch_rng": torch.get_rng_state()}, path=resume)
     return net.eval(), log
+
+
+def _finetune_identity(net: nn.Module, train, **settings) -> str:
+    """What a fine-tuning run starts from: the initial weights, the training data and the settings."""
+    h = hashlib.sha256(repr(sorted(settings.items())).encode())
+    for name, tensor in net.state_dict().items():
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    h.update(np.ascontiguousarray(train.images).data)
+    h.update(train.labels.astype("<i8").tobytes())
+    return h.hexdigest()
+
+
+def _restore_finetune(path: Path, identity: str, net: nn.Module, opt: torch.optim.Optimizer, *, device: str) -> list[dict]:
+    """The log of the epochs saved in ``path`` with ``net``, ``opt`` and the torch RNG restored to
+    their end, or [] with a warning where the file was made from another start or is damaged (cut
+    short by a full disk, say): the fine-tuning then starts over and overwrites it."""
+    if not path.is_file():
+        return []
+    try:
+        state = load_weights(path, map_location=device, required=("identity", "model", "optimizer", "log", "torch_rng"))
+    except DamagedFileError as err:
+        warnings.warn(f"{err}; the IABN fine-tuning starts over", stacklevel=3)
+        return []
+    if state["identity"] != identity:
+        warnings.warn(f"{path} is an interrupted IABN fine-tuning from another start (weights, data or settings); "
+                      "the fine-tuning starts over", stacklevel=3)
+        return []
+    net.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["torch_rng"])
+    return list(state["log"])
 
 
 def iabn_path(checkpoint: Path, *, epochs: int, k: float = IABN_K, per_class: int | None = None) -> Path:
@@ -131,22 +185,25 @@ def load_or_finetune_iabn(
     seed: int = 0, device: str | None = None, progress: bool = True, **options,
 ) -> tuple[nn.Module, dict]:
     """The IABN model fine-tuned from the source ``checkpoint`` (saved beside it and reused);
-    fine-tuned on ``device`` (default :func:`dartlib.devices.default_device`), returned on the CPU."""
+    fine-tuned on ``device`` (default :func:`dartlib.devices.default_device`), returned on the CPU.
+    An interrupted fine-tuning resumes from its last epoch (kept in ``<name>.partial.pt`` beside it,
+    removed when done), so hours of epochs can be split across runs."""
     from dartlib.devices import default_device
 
     device = device or default_device()
+    path = iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class)
+    partial = path.with_suffix(".partial.pt")
 
     def finetune() -> dict:
-        start = time.perf_counter()
         tuned, log = finetune_iabn(to_iabn(model, k=k), train, epochs=epochs, per_class=per_class, seed=seed,
-                                   device=device, progress=progress, **options)
+                                   device=device, progress=progress, resume=partial, **options)
         meta = {"source_checkpoint": checkpoint.name, "epochs": epochs, "k": k, "per_class": per_class, "log": log,
-                "seed": seed, "seconds": time.perf_counter() - start, "device": device, "dartlib_version": __version__,
-                **options}
+                "seed": seed, "seconds": sum(e["seconds"] for e in log), "device": device,
+                "dartlib_version": __version__, **options}
         return {"model": {n: t.cpu() for n, t in tuned.state_dict().items()}, "meta": meta}
 
-    blob = load_or_train(iabn_path(checkpoint, epochs=epochs, k=k, per_class=per_class), train=finetune,
-                         required=("model", "meta"))
+    blob = load_or_train(path, train=finetune, required=("model", "meta"))
+    partial.unlink(missing_ok=True)
     net = to_iabn(model, k=k)
     net.load_state_dict(blob["model"])
     return net.eval(), blob["meta"]
@@ -222,9 +279,10 @@ class Note(Adapter):
     def from_context(cls, context) -> tuple[nn.Module, dict]:
         """NOTE adapts a copy of the IABN fine-tuned model, keeps a memory of the test batch size,
         and reads f_theta0_bar from the plain source model."""
-        if context.iabn is None:
-            raise ValueError("NOTE needs the IABN fine-tuned model (dartlib.tta.note.load_or_finetune_iabn)")
-        return copy.deepcopy(context.iabn), {"source": context.source, "memory": context.batch_size}
+        if context.trained.get("iabn") is None:
+            raise ValueError("NOTE needs the IABN fine-tuned model in the context's `trained` "
+                             "(dartlib.tta.note.load_or_finetune_iabn)")
+        return copy.deepcopy(context.trained["iabn"]), {"source": context.source, "memory": context.batch_size}
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, source: nn.Module | None = None,
                  memory: int = TEST_BATCH_SIZE, bn_momentum: float = 0.01, optimizer: str = "adam",

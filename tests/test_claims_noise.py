@@ -130,7 +130,7 @@ def test_every_size_the_sentence_states_is_read_at_half_and_every_check_names_it
 
 
 # the committed cpu results: the counts and the readings the old ledger got wrong
-CPU_COUNTS = {"HOLDS": 176, "WITHIN NOISE": 26, "FAILS": 52, "NOT RUN": 53}
+CPU_COUNTS = {"HOLDS": 179, "WITHIN NOISE": 22, "FAILS": 53, "NOT RUN": 53}
 
 
 @pytest.fixture(scope="module")

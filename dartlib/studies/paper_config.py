@@ -113,7 +113,7 @@ def prepare_paper_context(*, settings: Settings, device: str | None = None, prog
 def paper_note_settings(settings: Settings) -> Settings:
     """``settings`` with NOTE's IABN copy fine-tuned for the paper's epochs (Appendix A:
     :data:`~dartlib.tta.note.PAPER_IABN_EPOCHS`) where the profile shortens it (``note_finetune_epochs``)."""
-    return Settings.from_params({**settings.values, "note_finetune_epochs": PAPER_IABN_EPOCHS})
+    return settings.replace(note_finetune_epochs=PAPER_IABN_EPOCHS)
 
 
 def paper_note_cells(settings: Settings) -> list[Cell]:

@@ -130,7 +130,7 @@ def test_every_size_the_sentence_states_is_read_at_half_and_every_check_names_it
 
 
 # the committed cpu results: the counts and the readings the old ledger got wrong
-CPU_COUNTS = {"HOLDS": 179, "WITHIN NOISE": 22, "FAILS": 53, "NOT RUN": 53}
+CPU_COUNTS = {"HOLDS": 188, "WITHIN NOISE": 15, "FAILS": 49, "NOT RUN": 53}
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +163,11 @@ def test_the_committed_cpu_ledger_reads_each_sentence_whole(cpu):
     # gains grow with rho: a check per method and step, and BNAdapt's two at the paper's g_phi
     grow = cpu[cpu.claim == "dart-gains-grow-with-rho"]
     assert len(grow) == 18 and (grow.configuration == claims.PAPER_G_PHI).sum() == 2
+    # "robust to the hyperparameters": each combination against the default (64, 1000) at equal optimiser
+    # steps, batches 32 and 128 from the equal-steps controls, never from the fixed-epoch refiners
+    robust = cpu[cpu.claim == "dart-robust-to-intermediate-batch-and-width"]
+    assert len(robust) == 22 and not robust.check.str.contains(r"int_batch=(?:32|128)").any()
+    assert robust.condition.str.endswith("of gain(bnadapt+dart)[int_batch=64;hidden=1000]").all()
     # every run check says which SE it used; a bound never decides more than the clustered SE would
     run = cpu[cpu.status != "NOT RUN"]
     assert set(run.se_kind) <= {"images", "bound", "exact", "batches"} and (run.se_kind == "images").any()

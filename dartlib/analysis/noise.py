@@ -56,6 +56,14 @@ class Estimate:
     se: float
     kind: str = "images"
 
+    def text(self, *, signed: bool = True, missing: str = "") -> str:
+        """``+1.23 ± 0.45`` (``± ≤0.45`` where the SE is an upper bound), the value alone where it
+        has no SE, ``missing`` where there is no value."""
+        if math.isnan(self.value):
+            return missing
+        value = f"{self.value:+.2f}" if signed else f"{self.value:.2f}"
+        return value if math.isnan(self.se) else f"{value} ± {'≤' if self.kind == 'bound' else ''}{self.se:.2f}"
+
 
 NAN = Estimate(math.nan, math.nan, "none")
 

@@ -362,7 +362,7 @@ def paper_quantities() -> dict[str, float]:
 
 def _pm(e: Estimate) -> str:
     """``+1.23 ± 0.45``; ``± ≤0.45`` where the SE is an upper bound (rows without per-image outcomes)."""
-    return "" if math.isnan(e.value) else f"{e.value:+.2f} ± {'≤' if e.kind == 'bound' else ''}{e.se:.2f}"
+    return e.text()
 
 
 def diagnosis_table(*, rows: pd.DataFrame, seconds: dict[str, float] | None = None,

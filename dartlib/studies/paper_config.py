@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dartlib.analysis.noise import NAN, Estimate, combination
+from dartlib.analysis.noise import Estimate, combination
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.paper import load_table
@@ -174,9 +174,7 @@ def _estimate(terms, *, expected: int, outcomes) -> Estimate | str:
 def _text(value) -> str:
     if isinstance(value, str):
         return value
-    if value is NAN or value.se != value.se:
-        return f"{value.value:.2f}"
-    return f"{value.value:.2f} ± {'≤' if value.kind == 'bound' else ''}{value.se:.2f}"
+    return value.text(signed=False, missing=f"{value.value:.2f}")
 
 
 def _paper_row(table: str, *, shift: str, param: float, method: str, refiner: str) -> pd.Series | None:

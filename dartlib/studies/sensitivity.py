@@ -15,10 +15,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from dartlib.analysis.noise import SE_SENTENCE, difference
 from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
 from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells, source_context
 from dartlib.experiments.grid import Cell, grid, parse_params
+from dartlib.experiments.outcomes import folder_outcomes
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
 from dartlib.paths import results_dir
@@ -28,12 +30,40 @@ from dartlib.reporting.tables import profile_note, show, with_row_labels
 from dartlib.studies.ablations import ablation_base_config
 
 
+# The name prefix of the equal-steps controls of the batch x width table (:func:`equal_steps_changes`):
+# a key of its own, so that a check or table reading ``int_batch=`` never mixes them in.
+EQUAL_STEPS = "equal_steps_batch="
+
+
 def refiner_changes(settings: Settings) -> dict[str, dict]:
     """Every g_phi of the notebook by name: the ablation base config changed as given."""
     return {**{f"alpha={a:g}": {"alpha": a} for a in settings["alpha_values"]},
             **{f"int_batch={b};hidden={h}": {"batch_size": b, "hidden": h}
                for b in settings["hyper_int_batches"] for h in settings["hyper_hidden"]},
-            **{f"epochs={e}": {"epochs": e} for e in settings["epochs_grid"]}, "base": {}}
+            **{f"epochs={e}": {"epochs": e} for e in settings["epochs_grid"]}, "base": {},
+            **equal_steps_changes(settings)}
+
+
+def equal_steps_changes(settings: Settings) -> dict[str, dict]:
+    """The batch x width table's controls for "robust to the hyperparameters" (Appendix F): each
+    intermediate batch size other than the default trained for as many optimiser steps as the
+    default (epochs scaled by batch / default batch; at a fixed epoch count a batch of 128 takes
+    half the steps of 64), every hidden width. None where ``hyper_equal_steps`` is false."""
+    if not settings["hyper_equal_steps"]:
+        return {}
+    base = ablation_base_config(settings)
+    changes = {}
+    for b in settings["hyper_int_batches"]:
+        epochs = base.epochs * b / base.batch_size
+        if b == base.batch_size:
+            continue
+        if epochs != int(epochs):
+            raise ValueError(f"notebooks/profiles/{settings.profile}.yaml: hyper_equal_steps needs whole epochs, but "
+                             f"ablation_epochs {base.epochs} x batch {b} / int_batch_size {base.batch_size} = {epochs:g}; "
+                             "set `hyper_equal_steps: false` or an ablation_epochs that divides evenly")
+        changes.update({f"{EQUAL_STEPS}{b};hidden={h}": {"batch_size": b, "hidden": h, "epochs": int(epochs)}
+                        for h in settings["hyper_hidden"]})
+    return changes
 
 
 @dataclass(frozen=True)
@@ -134,6 +164,15 @@ def run_hyper(study: SensitivityStudy) -> pd.DataFrame:
                      + [frame[frame.refiner != "none"]], ignore_index=True)
 
 
+def run_hyper_equal_steps(study: SensitivityStudy) -> pd.DataFrame:
+    """BNAdapt with the equal-steps controls (:func:`equal_steps_changes`) on the batch x width
+    table's streams, beside BNAdapt alone (``results/<profile>/sensitivity.csv``); no rows where the
+    profile trains none."""
+    if not equal_steps_changes(study.settings):
+        return pd.DataFrame()
+    return study.bnadapt_rows(EQUAL_STEPS)
+
+
 def run_epochs_imb(study: SensitivityStudy) -> pd.DataFrame:
     """BNAdapt with the epochs table's refiners on CIFAR-10C-imb streams (beyond the paper's table),
     ``results/<profile>/sensitivity_epochs_imb.csv`` (keyed and resumable)."""
@@ -191,6 +230,50 @@ def hyper_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     return show("app_hyperparameters", hyper_layout(frame), hyper_layout(load_table("app_hyperparameters")),
                 settings=settings, columns="column", order=order,
                 caption="intermediate batch size x hidden width, BNAdapt+DART")
+
+
+def equal_steps_table(*, hyper_frame: pd.DataFrame, equal_frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """BNAdapt+DART's gain over BNAdapt per intermediate batch x hidden width with every refiner
+    trained for the default's optimiser steps (the batch-64 refiners of the batch x width table and
+    the controls of :func:`equal_steps_changes`), and each gain minus the default's (batch 64,
+    width 1000), as "value ± SE" (:mod:`dartlib.analysis.noise`, paired on the same streams, from
+    the rows' per-image outcomes); printed with its profile. What "robust to the hyperparameters"
+    (Appendix F) is judged on."""
+    s = settings
+    if equal_frame.empty:
+        print(f"not run on the {s.profile} profile (hyper_equal_steps: false): the batch x width table's refiners "
+              "train for a fixed number of epochs, so their batch sizes take different numbers of steps")
+        return pd.DataFrame()
+    base, outcomes = ablation_base_config(s), folder_outcomes(results_dir(s.profile))
+    rows = pd.concat([hyper_frame[hyper_frame.refiner != "none"], equal_frame], ignore_index=True)
+    plain = equal_frame[equal_frame.refiner == "none"]
+
+    def refined(b: int, h: int) -> pd.DataFrame:
+        name = f"int_batch={b};hidden={h}" if b == base.batch_size else f"{EQUAL_STEPS}{b};hidden={h}"
+        return rows[(rows.refiner == "dart") & (rows.params == name)]
+
+    default = refined(base.batch_size, base.hidden)
+    table = {}
+    for b in s["hyper_int_batches"]:
+        epochs = base.epochs * b // base.batch_size
+        for h in s["hyper_hidden"]:
+            for rho in (r for r in s["lt_rhos"] if float(r) != 1.0):
+                mine = _at(refined(b, h), rho)
+                gain = difference(mine, _at(plain, rho), outcomes=outcomes)
+                gap = difference(mine, _at(default, rho), outcomes=outcomes)
+                row = table.setdefault(f"hidden {h}, rho={rho:g}", {})
+                row[f"batch {b} ({epochs} ep.): gain"] = gain.text(missing="not run")
+                row[f"batch {b}: minus default"] = gap.text(missing="not run")
+    frame = pd.DataFrame(table).T
+    print(f"BNAdapt+DART's gain over BNAdapt at equal optimiser steps (every batch size trained for {base.epochs} "
+          f"epoch(s) x {base.batch_size} / batch; the default: batch {base.batch_size}, width {base.hidden}), points, "
+          f"{len(s['sensitivity_corruptions'])} corruption(s) ({profile_note(s)}); {SE_SENTENCE}")
+    print(frame.to_string())
+    return frame
+
+
+def _at(frame: pd.DataFrame, rho: float) -> pd.DataFrame:
+    return frame[frame.shift_param.astype(float) == float(rho)]
 
 
 def epochs_layout(frame: pd.DataFrame) -> pd.DataFrame:

@@ -519,6 +519,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         context, meta = prepare(settings=settings, progress=True, trained_only=args.status)[:2]
     except TrainedInputsMissing as err:  # name this grid's command, not the pattern
         raise TrainedInputsMissing(err.paths, command=f"python -m dartlib grid {args.experiment} --profile {args.profile}") from None
+    runner = spec.context_of(settings, context) if spec.context_of else (lambda _: context)
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     print(f"{args.profile}: {meta['arch']} ({meta['clean_test_accuracy']:.2f}% clean); {len(cells)} {args.experiment} "
           f"cells{' in shard ' + args.shard if args.shard else ''}; {path}")
@@ -527,21 +528,22 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
         # the grids that borrow this one's rows get each recomputed row and its outcomes too
         borrowers = [path.with_name(f"{name}.csv") for name in GRIDS if path.name in GRIDS[name].shared_results]
-        counts = fill_outcomes(cells, lambda cell: evaluate_cell(cell, context), path=path, experiment=args.experiment,
-                               inputs=context.inputs, borrowers=borrowers)
+        counts = fill_outcomes(cells, lambda cell: evaluate_cell(cell, runner(cell)), path=path,
+                               experiment=args.experiment, inputs=lambda cell: runner(cell).inputs(cell),
+                               borrowers=borrowers)
         print(f"{path}: {counts['checked']} rows given per-image outcomes (recomputed, equal), {counts['replaced']} "
               f"replaced (recomputed, different), {counts['already']} had them, {counts['skipped']} not current "
               f"(run the grid to compute them)")
         context.save_shared_source()
         return 0
     if args.status:
-        table = grid_status(cells, path=path, inputs=context.inputs)
+        table = grid_status(cells, path=path, inputs=lambda cell: runner(cell).inputs(cell))
         print(table.to_string())
         print(f"current {table.current.sum()} of {table.cells.sum()} cells; to compute: {table.stale.sum()} stale, "
               f"{table.missing.sum()} missing")
         return 0
     reuse = [results_dir(args.profile) / name for name in spec.shared_results]
-    run_cells(cells, context, path=path, experiment=args.experiment, cell_progress=True, reuse=reuse)
+    run_cells(cells, runner, path=path, experiment=args.experiment, cell_progress=True, reuse=reuse)
     context.save_shared_source()  # a context with a logits store keeps its forwards for the next run
     return 0
 
@@ -555,6 +557,10 @@ def _grid_on_ray(args: argparse.Namespace, cells: list, prepare, settings) -> in
     if args.shard:
         print("error: --shard splits a grid between local processes; the ray backend schedules every cell itself",
               file=sys.stderr)
+        return 2
+    if GRIDS[args.experiment].context_of:
+        print(f"error: grid {args.experiment} gives its cells contexts of their own, which the ray backend does not "
+              f"build; run it with --backend local", file=sys.stderr)
         return 2
     path = results_dir(args.profile) / f"{args.experiment}.csv"
     shared = GRIDS[args.experiment].shared_results

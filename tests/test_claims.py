@@ -63,3 +63,25 @@ def test_figure_4_is_judged_on_its_own_per_batch_statistic(tmp_path):
     auc = claims.batch_statistic(pd.read_csv(tmp_path / "prediction_deviation.csv"), quantity="batch_separability",
                                  column="d", start=1, end=20)
     assert auc.value == 1.0 and auc.se == 0.0
+
+
+def test_notes_paper_configuration_check_reads_the_paper_iabn_rows_where_they_are(tmp_path):
+    from dartlib.experiments.grid import SCHEMA
+
+    def write(name: str, gain: float) -> None:
+        base = {**{k: "" for k in SCHEMA}, "dataset": "cifar10c", "shift": "lt", "shift_param": 10.0, "severity": 5,
+                "method": "note", "seed": 0, "n": 10000}
+        rows = [{**base, "corruption": c, "refiner": r, "accuracy": a, "key": f"{name}-{c}-{r}"}
+                for c in ("fog", "snow") for r, a in (("none", 70.0), ("alpha0.1-epochs50", 70.0 + gain))]
+        pd.DataFrame(rows)[SCHEMA].to_csv(tmp_path / f"{name}.csv", index=False)
+
+    ledger = [{**c, "checks": [k for k in c["checks"] if k.get("method") == "note" and "paper_note" in k.get("experiment", [])
+                                 and k["shift_param"] == 10]}
+              for c in claims.load_claims() if c["id"] == "dart-improves-every-method"]
+    write("paper_config", -1.0)  # NOTE's IABN at the profile's epochs
+    table = claims.evaluate("cpu", claims=ledger, folder=tmp_path)
+    at10 = table.iloc[0]
+    assert at10.ours == pytest.approx(-1.0) and at10.configuration == claims.PAPER_G_PHI
+    write("paper_note", 3.0)  # its IABN at the paper's 30 epochs: read first
+    at10 = claims.evaluate("cpu", claims=ledger, folder=tmp_path).set_index("check").loc[at10.check]
+    assert at10.ours == pytest.approx(3.0) and at10.status == "HOLDS" and "IABN 30 epochs" in at10.configuration

@@ -82,3 +82,19 @@ def test_fill_outcomes_gives_a_borrowed_copy_the_recomputed_row_and_its_outcomes
     recomputed = copies.loc[copies.key == CELLS[1].key, "accuracy"].iloc[0]
     assert float(recomputed) == pytest.approx(_evaluate(CELLS[1])["accuracy"])
     assert len(checked_outcomes(copies, read_sidecar(other))) == 3
+
+
+def test_every_committed_row_agrees_with_its_outcome_line():
+    """A committed row whose sidecar line (same key and inputs) disagrees with it loses its SE
+    silently (:func:`checked_outcomes` drops the line): the row or the line is stale."""
+    from dartlib.paths import REPO_ROOT
+
+    disagreeing = []
+    for side_path in sorted((REPO_ROOT / "results").glob("*/*.outcomes.csv")):
+        path = side_path.with_name(side_path.name.replace(".outcomes.csv", ".csv"))
+        rows, side = read_results(path), read_sidecar(path)
+        kept = checked_outcomes(rows, side)
+        lines = set(zip(side["key"].astype(str), side["inputs"].astype(str)))
+        disagreeing += [f"{path.name}: {k}" for k, d in zip(rows["key"].astype(str), rows["inputs"].astype(str))
+                        if (k, d) in lines and (k, d) not in kept]
+    assert not disagreeing, disagreeing

@@ -81,3 +81,16 @@ def test_a_ledger_gain_is_taken_on_the_seeds_both_sides_hold():
     above = {"quantity": "accuracy", "method": "bnadapt", "refiner": "alpha0.1-epochs50", "shift_param": 100.0}
     bound, gap = claims._bound(claims._CONDITION.match("> accuracy(bnadapt+none)"), check=above, paper=0.0, frame=frame)
     assert bound.value == pytest.approx(70.0) and gap.value == pytest.approx(5.0)
+
+
+def test_note_at_the_papers_iabn_epochs_is_a_line_read_against_the_papers_note():
+    from dartlib.studies.paper_config import PAPER, PAPER_NOTE, accuracy_block
+
+    lt = dict(shift="lt", shift_param=100.0, params="")
+    rows = _rows([{**lt, "corruption": c, "method": PAPER_NOTE, "refiner": r, "seed": 0, "accuracy": a}
+                  for c in CORRUPTIONS for r, a in (("none", 60.0), (PAPER, 64.0))])
+    table = accuracy_block(settings=_settings(), rows=rows, outcomes={}, methods=[PAPER_NOTE])
+    line = table.loc[(PAPER_NOTE, "rho=100")]
+    assert line["without DART"].startswith("60.00") and line["+DART, paper g_phi"].startswith("64.00")
+    assert line["+DART, cpu g_phi"] == "not run (0 of 2)"
+    assert (line["paper"], line["paper +DART"]) == ("79.8", "82.2")  # Table 1's NOTE row

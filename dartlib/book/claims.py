@@ -28,7 +28,8 @@ other rows (``accuracy(noadapt+none)``, ``drop(tent)``, ``accuracy(bnadapt+dart)
 ``gain(tent+dart)@10``: at shift_param 10); ``T`` is a number or ``F*paper`` (F times the size of
 the paper's value). On the paper profile every check asks for the paper's number within
 ``tolerance`` points (default 1.5), judged the same way as ``within``. NOT RUN: the rows a check
-needs are absent.
+needs are absent, or (a check with ``every_corruption: true``, one that reads a grid run over all of
+CIFAR-10-C's corruptions) they do not yet cover all of them.
 
 A ``cost`` check reads the test-time cost table (``costs.csv``, notebook 10; the paper's Appendix
 table of parameters, FLOPs and wall clock): ``column`` of (method, refiner) over the same column of
@@ -57,6 +58,7 @@ import pandas as pd
 import yaml
 
 from dartlib.analysis.noise import NAN, SE_SENTENCE, Estimate, Outcomes, combination
+from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.grid import read_results
 from dartlib.experiments.outcomes import folder_outcomes
 from dartlib.paths import REPO_ROOT, results_dir
@@ -320,11 +322,14 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
             for experiment in spec["experiment"]:
                 if experiment not in files:
                     files[experiment] = read_results(folder / f"{experiment}.csv")
-                frames.append(_restrict(files[experiment], spec, dataset=ours_dataset, paper=False))
+                frames.append((experiment, _restrict(files[experiment], spec, dataset=ours_dataset, paper=False)))
             # the first listed results file that has this check's rows (a grid still running may
             # hold some of a claim's checks and not others)
-            frame, ours = next(((f, q) for f in frames if len(f) and not math.isnan((q := quantity(f, spec, outcomes=outcomes)).value)),
-                               (None, NAN))
+            source, frame, ours = next(((e, f, q) for e, f in frames
+                                        if len(f) and not math.isnan((q := quantity(f, spec, outcomes=outcomes)).value)),
+                                       ("", None, NAN))
+            if check.get("every_corruption") and frame is not None and len(_corruptions(frame, spec)) < len(CORRUPTIONS):
+                frame, ours = None, NAN  # a grid still running over the corruptions: a subsample is not its verdict
             condition = str(check["reduced"])
             if profile in REDUCED_PROFILES:
                 match = _CONDITION.match(condition)
@@ -337,7 +342,11 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
                 op, condition = f"within {tolerance:g}", f"within {tolerance:g} of the paper"
             margin, status = judge(ours=ours, bound=bound, op=op, gap=gap)
             kind = (gap or ours).kind if status != "NOT RUN" else ""
-            configuration = PAPER_G_PHI if "paper_config" in spec["experiment"] else ""
+            configuration = PAPER_G_PHI if {"paper_config", "paper_note"} & set(spec["experiment"]) else ""
+            if check.get("every_corruption"):
+                configuration = EVERY_CORRUPTION
+            if source == "paper_note":
+                configuration = f"{PAPER_G_PHI}, {PAPER_IABN}"
             rows.append(CheckResult(claim["id"], describe(check=spec), paper, ours.value, ours.se, bound.value,
                                     margin, status, _condition_text(condition, bound=bound.value), kind,
                                     configuration).__dict__)
@@ -538,6 +547,8 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
 # 30 epochs, every corruption).
 _PAPER_CONFIG = "g_phi 50 epochs at alpha 0.1"
 PAPER_G_PHI = "paper g_phi"  # the label of a verdict on the rows at the paper's g_phi
+PAPER_IABN = f"NOTE's IABN {PAPER_IABN_EPOCHS} epochs"  # and on NOTE's rows with its IABN at the paper's epochs
+EVERY_CORRUPTION = f"all {len(CORRUPTIONS)} corruptions"  # and on a grid's rows over every corruption
 
 
 def claim_experiments(claim: dict) -> list[str]:
@@ -571,6 +582,12 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
         "diagnosis": "notebook 15's refiners, each named by its variant (docs/results.md)",
         "paper_config": f"checks on +alpha0.1-epochs50 rows: {_PAPER_CONFIG}, g_phi seed 0, "
                         f"{n('table1_corruptions')} corruptions (notebook 06)",
+        "all_corruptions": f"TENT on CIFAR-10C-imb and MEMO on CIFAR-10C-LT over all {len(CORRUPTIONS)} corruptions "
+                           f"where computed ({main}; results file all_corruptions)",
+        "sensitivity_all_corruptions": f"notebook 08's TENT and test-batch cells over all {len(CORRUPTIONS)} corruptions "
+                                       f"where computed (results file sensitivity_all_corruptions)",
+        "paper_note": f"NOTE's rows at the paper's g_phi: its IABN fine-tuned {PAPER_IABN_EPOCHS} epochs where they are "
+                      f"computed (results file paper_note), else {params.get('note_finetune_epochs')}",
     }
     said = [parts[e] for e in experiments if e in parts]
     return "; ".join(dict.fromkeys(said)) + f" (the paper: {_PAPER_CONFIG}, every corruption)" if said else ""

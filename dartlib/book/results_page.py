@@ -11,7 +11,9 @@ BNAdapt's block on three g_phi seeds (``paper_config_bnadapt``), and the profile
 the paper's with whether they differ beyond noise (``table1_gain_vs_paper``), all from
 :mod:`dartlib.studies.paper_config`; notebook 15's variants on the two failing quantities
 (``diagnosis_variants``) and the shapes of their intermediate batches (``diagnosis_batch_shapes``),
-from :mod:`dartlib.studies.diagnosis`."""
+from :mod:`dartlib.studies.diagnosis`; notebook 09's TENT and MEMO cells and notebook 08's TENT and
+test-batch cells over all 15 corruptions beside their three-corruption means (``all_corruptions``,
+``sensitivity_all_corruptions``), from :mod:`dartlib.studies.all_corruptions`."""
 
 from __future__ import annotations
 
@@ -26,9 +28,10 @@ RESULTS_PAGE = REPO_ROOT / "docs" / "results.md"
 PROFILE = "cpu"
 # Table 1's row names as the paper prints them (Appendix A runs NOTE, DELTA and ODS on top of TENT)
 METHOD_LABELS = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "TENT+NOTE",
-                 "delta": "TENT+DELTA", "ods": "TENT+ODS", "lame": "LAME", "sar": "SAR"}
+                 "delta": "TENT+DELTA", "ods": "TENT+ODS", "lame": "LAME", "sar": "SAR",
+                 "note-iabn30": "TENT+NOTE (IABN 30 epochs)"}
 # the gain table names a method as Table 1's +DART row does (NOTE+DART, not TENT+NOTE+DART)
-_GAIN_LABELS = {"note": "NOTE", "delta": "DELTA", "ods": "ODS"}
+_GAIN_LABELS = {"note": "NOTE", "delta": "DELTA", "ods": "ODS", "note-iabn30": "NOTE (IABN 30 epochs)"}
 _STREAM = {"rho": "LT rho", "IR": "imb IR"}
 _BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- end: (?P=name) -->)", re.S)
 
@@ -57,6 +60,13 @@ def _by_stream(block: pd.DataFrame) -> pd.DataFrame:
     table = block.T
     names = [f"{_STREAM[s.split('=')[0]]} {s.split('=')[1]}" for s in table.index]
     return table.set_axis(names, axis=0)
+
+
+def _by_line(block: pd.DataFrame) -> pd.DataFrame:
+    """A block indexed by (line, "rho=R" / "IR=R" / "balanced") with the rows named "TENT+DART, imb IR 20"."""
+    names = [label if stream == "balanced" else f"{label}, {_STREAM[stream.split('=')[0]]} {stream.split('=')[1]}"
+             for label, stream in block.index]
+    return block.set_axis(names, axis=0)
 
 
 def _diagnosis(*, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
@@ -88,10 +98,9 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     from dartlib.experiments.outcomes import folder_outcomes
     from dartlib.experiments.settings import Settings
     from dartlib.paths import results_dir
-    from dartlib.studies import paper_config
+    from dartlib.studies import all_corruptions, paper_config
     from dartlib.profiles import load_profile
     from dartlib.studies.diagnosis import diagnosis_results
-    from dartlib.studies.table1 import TABLE1_METHODS
 
     settings = Settings.from_profile(profile)
     rows = paper_config.paper_config_results(profile=profile, compute=False)
@@ -100,13 +109,18 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     variants = list(load_profile(profile)["diagnosis_variants"])
     diagnosis_rows, _ = diagnosis_results(profile=profile, compute=False, names=variants)  # read once, for both tables
     return {
-        "paper_config_accuracy": _markdown(_by_method(paper_config.accuracy_block(**common, methods=list(TABLE1_METHODS))),
+        "paper_config_accuracy": _markdown(_by_method(paper_config.accuracy_block(**common, methods=list(paper_config.BLOCK_METHODS))),
                                            first="method, stream"),
-        "paper_config_gains": _markdown(_by_method(paper_config.every_method_block(**common, methods=list(TABLE1_METHODS))),
+        "paper_config_gains": _markdown(_by_method(paper_config.every_method_block(**common, methods=list(paper_config.BLOCK_METHODS))),
                                         first="method, stream"),
         "paper_config_bnadapt": _markdown(_by_stream(paper_config.bnadapt_block(**common)), first="stream"),
         "table1_gain_vs_paper": _markdown(_plus_dart(paper_config.gain_beside_paper_block(
-            **common, methods=list(TABLE1_METHODS))), first="method"),
+            **common, methods=list(paper_config.BLOCK_METHODS))), first="method"),
+        "all_corruptions": _markdown(_by_line(all_corruptions.all_corruptions_block(
+            settings=settings, rows=all_corruptions.stored(profile=profile), outcomes=outcomes)), first="line, stream"),
+        "sensitivity_all_corruptions": _markdown(_by_line(all_corruptions.sensitivity_block(
+            settings=settings, rows=all_corruptions.stored_sensitivity(profile=profile), outcomes=outcomes)),
+            first="line, stream"),
         "diagnosis_variants": _markdown(_diagnosis(rows=diagnosis_rows, outcomes=outcomes), first="factor"),
         "diagnosis_batch_shapes": _markdown(_batch_shapes(profile=profile, names=variants, rows=diagnosis_rows, outcomes=outcomes),
                                             first="variant"),

@@ -51,8 +51,7 @@ def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.
     irs = [float(r) for r in s["imb_table_irs"]]
     cells = (cells_for(s, shift="online-imb", params=irs, corruptions=s["imb_corruptions"],
                        methods=["noadapt", "bnadapt"], extra=subset)
-             + cells_for(s, shift="online-imb", params=irs, corruptions=s["tent_corruptions"], methods=["tent"],
-                         extra=subset))
+             + tent_imb_cells(s, corruptions=s["tent_corruptions"]))
     # notebook 11 runs the same NoAdapt and BNAdapt(+DART) streams: its rows with the same inputs are copied
     return _run(s, cells, lambda c: context, experiment="app_cifar10c_imb",
                 reuse=[results_dir(s.profile) / "online_imbalance.csv"])
@@ -69,23 +68,42 @@ def run_mixed(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
     return _run(s, cells, lambda c: context, experiment="app_mixed")
 
 
-def run_memo(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
-    """MEMO on the LT streams with stored BN statistics (episodic: restarts from the source weights
-    on every batch) and with adapted BN (+DART), beside NoAdapt."""
+def tent_imb_cells(settings: Settings, *, corruptions: Sequence[str]) -> list[Cell]:
+    """TENT (+DART) on the CIFAR-10C-imb streams of ``corruptions``, one cell per IR of ``imb_table_irs``."""
+    irs = [float(r) for r in settings["imb_table_irs"]]
+    return cells_for(settings, shift="online-imb", params=irs, corruptions=corruptions, methods=["tent"],
+                     extra=f"subset={settings['imb_subset_size']}")
+
+
+def memo_cells(settings: Settings, *, corruptions: Sequence[str]) -> list[Cell]:
+    """NoAdapt, MEMO with stored BN, and MEMO with adapted BN (+DART) on the LT streams of
+    ``corruptions``; each MEMO cell names its BN mode (``bn=``), which :func:`memo_contexts` maps."""
     s = settings
     limit = f",limit={s['memo_stream_limit']}" if s["memo_stream_limit"] else ""
     rhos = [float(r) for r in s["lt_rhos"]]
-    corruptions = s["memo_corruptions"]
-    cells = (cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["noadapt"], extra=limit.lstrip(","))
-             + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"], refiners=["none"],
-                         extra=f"bn=stored{limit}")
-             + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"],
-                         extra=f"bn=adapted{limit}"))
-    # the same source model, g_phi and device as ``context``; only MEMO's options and the batch size set here
+    return (cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["noadapt"], extra=limit.lstrip(","))
+            + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"], refiners=["none"],
+                        extra=f"bn=stored{limit}")
+            + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"],
+                        extra=f"bn=adapted{limit}"))
+
+
+def memo_contexts(settings: Settings, context: TestTimeContext) -> Callable[[Cell], TestTimeContext]:
+    """Each cell's context for :func:`memo_cells`: ``context`` with MEMO's options for the cell's BN
+    mode and the profile's test batch size (the same source model, g_phi and device); ``context``
+    itself for a cell that names none."""
+    s = settings
     contexts = {bn: context.variant(batch_size=s["test_batch_size"],
                                     options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
                 for bn, mode in (("stored", "source"), ("adapted", "batch"))}
-    return _run(s, cells, lambda c: contexts.get(c.options.get("bn"), context), experiment="app_memo")
+    return lambda c: contexts.get(c.options.get("bn"), context)
+
+
+def run_memo(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
+    """MEMO on the LT streams of ``memo_corruptions`` with stored BN statistics (episodic: restarts
+    from the source weights on every batch) and with adapted BN (+DART), beside NoAdapt."""
+    return _run(settings, memo_cells(settings, corruptions=settings["memo_corruptions"]),
+                memo_contexts(settings, context), experiment="app_memo")
 
 
 def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.DataFrame, str]:

@@ -5,7 +5,8 @@ Each grid names its notebook, how a profile's context is prepared (a ``prepare_*
 profile's :class:`~dartlib.experiments.settings.Settings` as ``settings``, with ``progress`` and
 ``trained_only``), the cells of a profile (a function of its settings), and
 the results files of other grids whose rows of the same cells, with the same input digests, it
-borrows instead of computing.
+borrows instead of computing, and, where its cells need contexts of their own, a ``context_of``
+taking the settings and the prepared context and giving each cell's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from dartlib.experiments.engine import prepare_context
 from dartlib.experiments.settings import Settings
 from dartlib.registry import Registry
-from dartlib.studies import ablations, backbone_strength, diagnosis, jpeg_bound, online_imbalance, paper_config, table1
+from dartlib.studies import ablations, all_corruptions, backbone_strength, diagnosis, jpeg_bound, online_imbalance, paper_config, table1
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class GridSpec:
     prepare: Callable
     cells: Callable[[Settings], list]
     shared_results: tuple[str, ...] = ()
+    context_of: Callable | None = None
 
 
 GRIDS: Registry[GridSpec] = Registry("grid", {
@@ -48,4 +50,11 @@ GRIDS: Registry[GridSpec] = Registry("grid", {
     "paper_note": GridSpec("06_table1_main", "NOTE with its IABN copy fine-tuned for the paper's 30 epochs, with and "
                            "without the paper's g_phi", paper_config.prepare_paper_note_context,
                            paper_config.paper_note_cells),
+    "all_corruptions": GridSpec("09_more_settings", "TENT on CIFAR-10C-imb and MEMO on CIFAR-10C-LT over all 15 "
+                                "corruptions", prepare_context, all_corruptions.profile_cells,
+                                all_corruptions.SHARED_RESULTS, all_corruptions.context_of),
+    "sensitivity_all_corruptions": GridSpec("08_sensitivity", "notebook 08's TENT cells (alpha, test batch size) over "
+                                            "all 15 corruptions", all_corruptions.prepare_sensitivity_context,
+                                            all_corruptions.sensitivity_cells, all_corruptions.SENSITIVITY_SHARED_RESULTS,
+                                            all_corruptions.sensitivity_context_of),
 })

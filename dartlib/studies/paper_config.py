@@ -36,6 +36,9 @@ from dartlib.tta.note import PAPER_IABN_EPOCHS
 
 PAPER_VARIANTS: tuple[str, ...] = SEED_GROUPS["paper"]
 PAPER = PAPER_VARIANTS[0]  # the seed-0 refiner at the paper's configuration; its seeds are PAPER_VARIANTS
+# NOTE with its IABN copy fine-tuned for the paper's 30 epochs (paper_note.csv), a method line of the blocks
+PAPER_NOTE = f"note-iabn{PAPER_IABN_EPOCHS}"
+BLOCK_METHODS: tuple[str, ...] = (*TABLE1_METHODS, PAPER_NOTE)
 # in this order: the files whose rows carry per-image outcomes first
 SHARED_RESULTS = ("table1.csv", "online_imbalance.csv", "diagnosis.csv", "more_settings.csv")
 
@@ -134,7 +137,8 @@ def prepare_paper_note_context(*, settings: Settings, device: str | None = None,
 
 def paper_config_results(*, profile: str, compute: bool, progress: bool = False):
     """The rows of the grid (``results/<profile>/paper_config.csv``) for every paper variant, in
-    grid order. ``compute``: first compute the missing or stale cells of the trained variants (hours
+    grid order, then NOTE's with its IABN at the paper's epochs (``paper_note.csv``) as method
+    :data:`PAPER_NOTE`. ``compute``: first compute the missing or stale cells of the trained variants (hours
     on a CPU; ``python -m dartlib grid paper_config --profile P`` does the same outside a notebook),
     borrowing equal rows from :data:`SHARED_RESULTS`; otherwise read the stored rows as they are
     (``grid paper_config --status`` checks them where the test data are)."""
@@ -150,12 +154,22 @@ def paper_config_results(*, profile: str, compute: bool, progress: bool = False)
         run_cells(profile_cells(settings), context, path=path, experiment="paper_config", progress=progress,
                   reuse=[folder / name for name in SHARED_RESULTS])
         context.save_shared_source()
-    return stored_rows(paper_config_cells(settings, names=list(PAPER_VARIANTS)), path=path)
+    rows = stored_rows(paper_config_cells(settings, names=list(PAPER_VARIANTS)), path=path)
+    note = stored_rows(paper_note_cells(settings), path=folder / "paper_note.csv").assign(method=PAPER_NOTE)
+    return pd.concat([rows, note], ignore_index=True) if len(note) else rows
+
+
+def paper_method(method: str) -> str:
+    """The paper's name of a block's method (:data:`PAPER_NOTE` is NOTE)."""
+    return "note" if method == PAPER_NOTE else method
 
 
 
-def _select(rows: pd.DataFrame, *, shift: str, param: float, method: str, refiners: tuple[str, ...],
-            seeds: tuple[int, ...], corruptions: list[str], subset: str | None) -> pd.DataFrame:
+def select_streams(rows: pd.DataFrame, *, shift: str, param: float, method: str, refiners: tuple[str, ...],
+                   seeds: tuple[int, ...], corruptions: list[str], subset: str | None) -> pd.DataFrame:
+    """The rows of one table cell: ``method`` with any of ``refiners`` on the streams of one shift
+    parameter, ``seeds`` and ``corruptions`` (``subset``: the params they carry, None for any), all
+    named by the first refiner (the seeds' refiners are one g_phi configuration)."""
     sel = rows[(rows["shift"] == shift) & (rows["shift_param"].astype(float) == float(param))
                & (rows["method"] == method) & rows["refiner"].isin(refiners) & rows["seed"].astype(int).isin(seeds)
                & rows["corruption"].isin(corruptions)]
@@ -164,14 +178,17 @@ def _select(rows: pd.DataFrame, *, shift: str, param: float, method: str, refine
     return sel.assign(refiner=refiners[0])  # one cell per stream over the seeds' refiners
 
 
-def _estimate(terms, *, expected: int, outcomes) -> Estimate | str:
+def estimate_or_count(terms, *, expected: int, outcomes) -> Estimate | str:
+    """:func:`~dartlib.analysis.noise.combination` of ``terms`` (weight, rows), or "not run (k of
+    K)" where a term has fewer than ``expected`` rows."""
     got = min(len(rows) for _, rows in terms)
     if got < expected:
         return f"not run ({got} of {expected})"
     return combination(terms=terms, outcomes=outcomes)
 
 
-def _text(value) -> str:
+def estimate_text(value: Estimate | str) -> str:
+    """An estimate as "value ± SE" (a count of cells not run as it is)."""
     if isinstance(value, str):
         return value
     return value.text(signed=False, missing=f"{value.value:.2f}")
@@ -185,7 +202,7 @@ def _paper_row(table: str, *, shift: str, param: float, method: str, refiner: st
     return sel.iloc[0] if len(sel) else None
 
 
-def _paper(table: str, *, shift: str, param: float, method: str, refiner: str) -> float:
+def paper_mean(table: str, *, shift: str, param: float, method: str, refiner: str) -> float:
     """The accuracy of :func:`_paper_row`, nan where the paper has none."""
     row = _paper_row(table, shift=shift, param=param, method=method, refiner=refiner)
     return float("nan") if row is None else float(row.accuracy)
@@ -217,15 +234,15 @@ def bnadapt_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.Dat
     table = {}
     for label, param, kind, paper_table in columns:
         col, k = {}, len(kind["corruptions"])
-        pick = {name: _select(rows, param=param, method=m, refiners=r, seeds=s, **kind) for name, (m, r, s) in lines.items()}
+        pick = {name: select_streams(rows, param=param, method=m, refiners=r, seeds=s, **kind) for name, (m, r, s) in lines.items()}
         for name in lines:
-            col[name] = _text(_estimate([(1.0, pick[name])], expected=k * len(lines[name][2]), outcomes=outcomes))
-        base3 = _select(rows, param=param, method="bnadapt", refiners=("none",), seeds=seeds3, **kind)
+            col[name] = estimate_text(estimate_or_count([(1.0, pick[name])], expected=k * len(lines[name][2]), outcomes=outcomes))
+        base3 = select_streams(rows, param=param, method="bnadapt", refiners=("none",), seeds=seeds3, **kind)
         for name in list(lines)[2:]:
             base = base3 if "seeds 0-2" in name else pick["BNAdapt"]
-            col[f"gain{name[5:]}"] = _text(_estimate([(1.0, pick[name]), (-1.0, base)],
+            col[f"gain{name[5:]}"] = estimate_text(estimate_or_count([(1.0, pick[name]), (-1.0, base)],
                                                      expected=k * len(lines[name][2]), outcomes=outcomes))
-        paper = {r: _paper(paper_table, shift=kind["shift"], param=param, method="bnadapt", refiner=r)
+        paper = {r: paper_mean(paper_table, shift=kind["shift"], param=param, method="bnadapt", refiner=r)
                  for r in ("none", "dart")}
         col["paper: BNAdapt"], col["paper: +DART"] = f"{paper['none']:.1f}", f"{paper['dart']:.1f}"
         col["paper: gain"] = f"{paper['dart'] - paper['none']:+.1f}"
@@ -242,12 +259,12 @@ def every_method_block(*, settings: Settings, rows: pd.DataFrame, outcomes, meth
         if method == "noadapt":
             continue
         for rho in settings["lt_rhos"]:
-            base = _select(rows, param=rho, method=method, refiners=("none",), seeds=(0,), **kind)
+            base = select_streams(rows, param=rho, method=method, refiners=("none",), seeds=(0,), **kind)
             line = {}
             for label, refiner in (("paper g_phi", PAPER), (f"{settings.profile} g_phi", "dart")):
-                dart = _select(rows, param=rho, method=method, refiners=(refiner,), seeds=(0,), **kind)
-                line[f"gain, {label}"] = _text(_estimate([(1.0, dart), (-1.0, base)], expected=k, outcomes=outcomes))
-            paper = [_paper("table1_main", shift="lt", param=rho, method=method, refiner=r) for r in ("none", "dart")]
+                dart = select_streams(rows, param=rho, method=method, refiners=(refiner,), seeds=(0,), **kind)
+                line[f"gain, {label}"] = estimate_text(estimate_or_count([(1.0, dart), (-1.0, base)], expected=k, outcomes=outcomes))
+            paper = [paper_mean("table1_main", shift="lt", param=rho, method=paper_method(method), refiner=r) for r in ("none", "dart")]
             line["gain, paper"] = f"{paper[1] - paper[0]:+.1f}"
             out[(method, f"rho={float(rho):g}")] = line
     return pd.DataFrame(out).T
@@ -266,9 +283,9 @@ def gain_beside_paper_block(*, settings: Settings, rows: pd.DataFrame, outcomes,
             continue
         line = {}
         for rho in settings["lt_rhos"]:
-            picked = [_select(rows, param=rho, method=method, refiners=(r,), seeds=(0,), **kind) for r in (refiner, "none")]
-            ours = _estimate([(1.0, picked[0]), (-1.0, picked[1])], expected=k, outcomes=outcomes)
-            base, dart = (_paper_row("table1_main", shift="lt", param=rho, method=method, refiner=r)
+            picked = [select_streams(rows, param=rho, method=method, refiners=(r,), seeds=(0,), **kind) for r in (refiner, "none")]
+            ours = estimate_or_count([(1.0, picked[0]), (-1.0, picked[1])], expected=k, outcomes=outcomes)
+            base, dart = (_paper_row("table1_main", shift="lt", param=rho, method=paper_method(method), refiner=r)
                           for r in ("none", "dart"))
             gain, std = float(dart.accuracy - base.accuracy), float(dart["std"])
             if isinstance(ours, str):
@@ -293,11 +310,11 @@ def accuracy_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods:
     for method in methods:
         refiners = lines[:1] if method == "noadapt" else lines
         for rho in settings["lt_rhos"]:
-            line = {label: _text(_estimate([(1.0, _select(rows, param=rho, method=method, refiners=(refiner,),
+            line = {label: estimate_text(estimate_or_count([(1.0, select_streams(rows, param=rho, method=method, refiners=(refiner,),
                                                           seeds=(0,), **kind))], expected=k, outcomes=outcomes))
                     for label, refiner in refiners}
             for label, refiner in (("paper", "none"), ("paper +DART", "dart")):
-                value = _paper("table1_main", shift="lt", param=rho, method=method, refiner=refiner)
+                value = paper_mean("table1_main", shift="lt", param=rho, method=paper_method(method), refiner=refiner)
                 line[label] = "" if value != value else f"{value:.1f}"
             out[(method, f"rho={float(rho):g}")] = line
     columns = [label for label, _ in lines] + ["paper", "paper +DART"]

@@ -110,11 +110,6 @@ class SensitivityStudy:
         return run_cells(cells, self.contexts(prefix), path=results_dir(s.profile) / "sensitivity.csv",
                          experiment="sensitivity", progress=s.profile != "smoke")
 
-    def stream_limit(self) -> str:
-        """The ``limit=`` option of the TENT cells ("" when streams are whole)."""
-        limit = self.settings["tent_stream_limit"]
-        return f",limit={limit}" if limit else ""
-
 
 def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> SensitivityStudy:
     """Every refiner of :func:`refiner_changes` (those not saved beside the checkpoint yet train
@@ -132,21 +127,43 @@ def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> Sensitivit
     return SensitivityStudy(settings=settings, setup=setup, refiners=refiners, context=context)
 
 
+def _stream_limit(settings: Settings) -> str:
+    limit = settings["tent_stream_limit"]
+    return f",limit={limit}" if limit else ""
+
+
+def alpha_tent_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell]:
+    """The alpha table's TENT cells on the LT streams of ``corruptions``: without DART, then with
+    each alpha's refiner (named in ``params``, as :meth:`SensitivityStudy.contexts` reads it)."""
+    s = settings
+    limit = _stream_limit(s)
+    names = [name for name in refiner_changes(s) if name.startswith("alpha=")]
+
+    def tent(refiner: str, params: list[str]):
+        return grid(dataset=[s["corrupted_dataset"]], shift=["lt"], shift_param=[float(r) for r in s["lt_rhos"]],
+                    corruption=list(corruptions), severity=[s["severity"]], method=["tent"], refiner=[refiner],
+                    params=params, seed=[s["seed"]])
+
+    return tent("none", [limit.lstrip(",")]) + tent("dart", [f"{k}{limit}" for k in names])
+
+
+def test_batch_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell]:
+    """The test batch-size table's cells: NoAdapt, BNAdapt and TENT (+DART with the ``base``
+    refiner) per test batch size on the balanced streams of ``corruptions``."""
+    s = settings
+    return paired(grid(dataset=[s["corrupted_dataset"]], shift=["none"], shift_param=[None],
+                       corruption=list(corruptions), severity=[s["severity"]],
+                       method=["noadapt", "bnadapt", "tent"], refiner=["none", "dart"],
+                       params=[f"test_batch={b}{_stream_limit(s)}" for b in s["test_batches"]], seed=[s["seed"]]))
+
+
 def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The alpha table's cells: BNAdapt (+DART) rows, and both methods' rows with ``refiner``
     "none" or "DART (alpha=...)"; TENT's run through the grid runner
     (``results/<profile>/sensitivity_tent.csv``, resumable)."""
     s = study.settings
-    alpha_refiners = study.named("alpha=")
     alpha_bn = study.bnadapt_rows("alpha=")
-    limit = study.stream_limit()
-    rhos = [float(r) for r in s["lt_rhos"]]
-
-    def tent(refiner: str, params: list[str]):
-        return grid(dataset=[s["corrupted_dataset"]], shift=["lt"], shift_param=rhos, corruption=s["tent_corruptions"],
-                    severity=[s["severity"]], method=["tent"], refiner=[refiner], params=params, seed=[s["seed"]])
-
-    tent_cells = tent("none", [limit.lstrip(",")]) + tent("dart", [f"{k}{limit}" for k in alpha_refiners])
+    tent_cells = alpha_tent_cells(s, corruptions=s["tent_corruptions"])
     alpha_tent = run_cells(tent_cells, study.contexts("alpha="), path=results_dir(s.profile) / "sensitivity_tent.csv",
                            experiment="sensitivity_alpha", progress=s.profile != "smoke")
     frame = pd.concat([alpha_bn, alpha_tent], ignore_index=True)
@@ -193,11 +210,7 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
     holds the test batch size."""
     s = study.settings
     context = study.context  # the ``base`` refiner at the profile's test batch size (cells set their own)
-    limit = study.stream_limit()
-    cells = paired(grid(dataset=[s["corrupted_dataset"]], shift=["none"], shift_param=[None],
-                        corruption=s["tent_corruptions"], severity=[s["severity"]],
-                        method=["noadapt", "bnadapt", "tent"], refiner=["none", "dart"],
-                        params=[f"test_batch={b}{limit}" for b in s["test_batches"]], seed=[s["seed"]]))
+    cells = test_batch_cells(s, corruptions=s["tent_corruptions"])
     frame = run_cells(cells, context, path=results_dir(s.profile) / "sensitivity_batch.csv",
                       experiment="sensitivity_batch", progress=s.profile != "smoke")
     frame["column"] = [int(parse_params(p)["test_batch"]) for p in frame.params]

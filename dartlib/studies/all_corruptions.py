@@ -1,0 +1,195 @@
+"""The appendix's TENT and MEMO cells over every corruption of Table 1, where a profile's tables run
+them on ``tent_corruptions`` and ``memo_corruptions`` (the cpu profile: the three of Figure 1, to
+bound compute). The paper's tables average all 15 corruptions (Appendix B), so the
+three-corruption rows are a subsample of its streams.
+
+Two grids, each resumable and borrowing the equal rows of the files its notebook writes:
+
+* ``all_corruptions`` (notebook 09; :func:`profile_cells`): TENT (+DART, the profile's g_phi) on
+  CIFAR-10C-imb, IR by IR, then MEMO (stored BN, adapted BN, +DART) on CIFAR-10C-LT, rho by rho;
+* ``sensitivity_all_corruptions`` (notebook 08; :func:`sensitivity_cells`): the alpha table's TENT
+  cells on CIFAR-10C-LT, then the test batch-size table's cells (NoAdapt, BNAdapt, TENT, +DART).
+
+:func:`all_corruptions_block` and :func:`sensitivity_block` put each line's mean over all
+corruptions beside the mean over the profile's subset and the paper's, with the SEs of
+:mod:`dartlib.analysis.noise` (clustered by test image, a gain paired image by image)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import pandas as pd
+
+from dartlib.experiments.engine import TestTimeContext
+from dartlib.experiments.grid import Cell, stored_rows
+from dartlib.experiments.settings import Settings
+from dartlib.paths import results_dir
+from dartlib.reporting.paper import load_table
+from dartlib.studies.appendix_settings import memo_cells, memo_contexts, tent_imb_cells
+from dartlib.studies.paper_config import estimate_or_count, estimate_text
+from dartlib.studies.sensitivity import SensitivityStudy, alpha_tent_cells, prepare_sensitivity, test_batch_cells
+
+SHARED_RESULTS = ("more_settings.csv", "table1.csv")
+SENSITIVITY_SHARED_RESULTS = ("sensitivity_tent.csv", "sensitivity_batch.csv")
+
+
+def profile_cells(settings: Settings) -> list[Cell]:
+    """TENT (+DART) on CIFAR-10C-imb, then MEMO's cells (:func:`~dartlib.studies.appendix_settings.memo_cells`)
+    on CIFAR-10C-LT, each over ``table1_corruptions``; in that order a grid stopped part-way has
+    finished whole columns."""
+    corruptions = list(settings["table1_corruptions"])
+    memo = memo_cells(settings, corruptions=corruptions)
+    by_rho = sorted(memo, key=lambda c: float(c.shift_param))  # stable: each rho's cells in their order
+    return list(dict.fromkeys(tent_imb_cells(settings, corruptions=corruptions) + by_rho))
+
+
+def context_of(settings: Settings, context: TestTimeContext) -> Callable[[Cell], TestTimeContext]:
+    """Each cell's context: MEMO's by its BN mode, ``context`` (Table 1's) for the others."""
+    return memo_contexts(settings, context)
+
+
+def sensitivity_cells(settings: Settings) -> list[Cell]:
+    """Notebook 08's cells of :func:`~dartlib.studies.sensitivity.alpha_tent_cells` and
+    :func:`~dartlib.studies.sensitivity.test_batch_cells` over ``table1_corruptions``, in that order."""
+    every = list(settings["table1_corruptions"])
+    return list(dict.fromkeys(alpha_tent_cells(settings, corruptions=every) + test_batch_cells(settings, corruptions=every)))
+
+
+def prepare_sensitivity_context(*, settings: Settings, device: str | None = None, progress: bool = False,
+                                trained_only: bool = False) -> tuple[TestTimeContext, dict]:
+    """Notebook 08's context (the source model, the ``base`` refiner; the study's committed
+    refiners, trained where absent) with the alpha refiners under their names, and the source's
+    metadata. ``device`` and ``trained_only`` are the grid command's; the study runs on the
+    machine's device and loads its refiners either way."""
+    from dartlib.experiments.source_setup import prepare_source
+
+    setup = prepare_source(settings=settings)
+    study = prepare_sensitivity(settings=settings, setup=setup)
+    return study.context.variant(refiners={**study.context.refiners, **study.named("alpha=")}), setup.meta
+
+
+def sensitivity_context_of(settings: Settings, context: TestTimeContext) -> Callable[[Cell], TestTimeContext]:
+    """Each cell's context as notebook 08 gives it: an alpha cell (LT streams) the refiner its
+    params name (:meth:`~dartlib.studies.sensitivity.SensitivityStudy.contexts`), a test batch-size
+    cell ``context`` itself (the ``base`` refiner)."""
+    study = SensitivityStudy(settings=settings, setup=None, refiners=dict(context.refiners), context=context)
+    alpha = study.contexts("alpha=")
+    return lambda c: alpha(c) if c.shift == "lt" else context
+
+
+def stored(*, profile: str, cells: Sequence[Cell] | None = None, grid: str = "all_corruptions",
+           shared: Sequence[str] = SHARED_RESULTS) -> pd.DataFrame:
+    """Grid ``grid``'s rows as stored (``results/<profile>/<grid>.csv``), with the equal rows of
+    ``shared``, for ``cells`` (default: :func:`profile_cells` of the profile)."""
+    settings = Settings.from_profile(profile)
+    folder = results_dir(profile)
+    cells = profile_cells(settings) if cells is None else list(cells)
+    frames = [stored_rows(cells, path=folder / name) for name in (f"{grid}.csv", *shared)]
+    frames = [f for f in frames if len(f)]
+    if not frames:  # no rows, with the columns a block selects on
+        return pd.DataFrame(columns=["shift", "shift_param", "corruption", "method", "refiner", "params", "seed", "key"])
+    return pd.concat(frames, ignore_index=True).drop_duplicates("key")
+
+
+def stored_sensitivity(*, profile: str) -> pd.DataFrame:
+    """:func:`stored` of the ``sensitivity_all_corruptions`` grid."""
+    return stored(profile=profile, cells=sensitivity_cells(Settings.from_profile(profile)),
+                  grid="sensitivity_all_corruptions", shared=SENSITIVITY_SHARED_RESULTS)
+
+
+def _pick(rows: pd.DataFrame, *, shift: str, param, method: str, refiner: str, params: str, seed: int,
+          corruptions: Sequence[str]) -> pd.DataFrame:
+    values = rows["shift_param"].astype(float)
+    at = values.isna() if param is None else (values - float(param)).abs() < 1e-9
+    return rows[(rows["shift"] == shift) & at & (rows["method"] == method) & (rows["refiner"] == refiner)
+                & (rows["params"].fillna("").astype(str) == params) & (rows["seed"].astype(int) == seed)
+                & rows["corruption"].isin(list(corruptions))]
+
+
+def _paper(table: str, *, shift: str, param, method: str, refiner: str, params: str) -> str:
+    paper = load_table(table)
+    at = paper.shift_param.isna() if param is None else paper.shift_param == float(param)
+    sel = paper[(paper.dataset == "cifar10c") & (paper["shift"] == shift) & at & (paper.method == method)
+                & (paper.refiner == refiner) & (paper.corruption == "mean")
+                & (paper.params.fillna("").astype(str) == params)]
+    return f"{float(sel.iloc[0].accuracy):.1f}" if len(sel) else ""
+
+
+class Line(NamedTuple):
+    """One method line of a block, a row per shift parameter."""
+
+    label: str
+    shift: str
+    shift_params: Sequence
+    method: str
+    refiner: str
+    params: str  # our cells' params
+    paper_params: str  # the paper table's
+    paper_table: str
+    subset: Sequence[str]  # the profile's corruptions for these cells
+    base_params: str | None  # the params of the baseline of DART's gain (None: no gain)
+
+
+def _block(*, settings: Settings, rows: pd.DataFrame, outcomes, lines: Sequence[Line]) -> pd.DataFrame:
+    every = list(settings["table1_corruptions"])
+    out, widths = {}, []
+    for label, shift, params, method, refiner, ours, theirs, table, few, base_params in lines:
+        for param in params:
+            name = "balanced" if param is None else f"{'IR' if shift == 'online-imb' else 'rho'}={float(param):g}"
+            line = {}
+            for corruptions in (every, list(few)):
+                column = f"{len(corruptions)} corruptions"
+                widths.append(len(corruptions))
+                pick = dict(rows=rows, shift=shift, param=param, method=method, seed=settings["seed"],
+                            corruptions=corruptions)
+                dart = _pick(refiner=refiner, params=ours, **pick)
+                line[column] = estimate_text(estimate_or_count([(1.0, dart)], expected=len(corruptions), outcomes=outcomes))
+                if base_params is not None:
+                    base = _pick(refiner="none", params=base_params, **pick)
+                    line[f"gain, {column}"] = estimate_text(estimate_or_count(
+                        [(1.0, dart), (-1.0, base)], expected=len(corruptions), outcomes=outcomes))
+            line["paper"] = _paper(table, shift=shift, param=param, method=method, refiner=refiner, params=theirs)
+            out[(label, name)] = line
+    sizes = list(dict.fromkeys(widths))
+    order = [f"{pre}{n} corruptions" for n in sizes for pre in ("", "gain, ")] + ["paper"]
+    return pd.DataFrame(out).T.reindex(columns=order).fillna("")
+
+
+def all_corruptions_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
+    """Per line (TENT, TENT+DART and its gain on CIFAR-10C-imb per IR; MEMO with stored BN, with
+    adapted BN, +DART and its gain on CIFAR-10C-LT per rho): the mean over all of Table 1's
+    corruptions ± SE, the mean over the profile's subset (``tent_corruptions``,
+    ``memo_corruptions``) ± SE, and the paper's; "not run (k of K)" where cells are missing."""
+    s = settings
+    imb = ("online-imb", s["imb_table_irs"])
+    subset = f"subset={s['imb_subset_size']}"
+    limit = f",limit={s['memo_stream_limit']}" if s["memo_stream_limit"] else ""
+    stored_bn, adapted = f"bn=stored{limit}", f"bn=adapted{limit}"
+    lt = ("lt", s["lt_rhos"])
+    lines = [Line("TENT", *imb, "tent", "none", subset, "", "app_cifar10c_imb", s["tent_corruptions"], None),
+             Line("TENT+DART", *imb, "tent", "dart", subset, "", "app_cifar10c_imb", s["tent_corruptions"], subset),
+             Line("MEMO (stored BN)", *lt, "memo", "none", stored_bn, "bn=stored", "app_memo", s["memo_corruptions"], None),
+             Line("MEMO (adapted BN)", *lt, "memo", "none", adapted, "bn=adapted", "app_memo", s["memo_corruptions"], None),
+             Line("MEMO (adapted BN)+DART", *lt, "memo", "dart", adapted, "bn=adapted", "app_memo", s["memo_corruptions"],
+              adapted)]
+    return _block(settings=s, rows=rows, outcomes=outcomes, lines=lines)
+
+
+def sensitivity_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
+    """Per line (TENT without DART and with each alpha's refiner on CIFAR-10C-LT per rho, DART's
+    gain beside; NoAdapt, BNAdapt and TENT with and without DART per test batch size on balanced
+    streams): as :func:`all_corruptions_block`, the profile's subset ``tent_corruptions``."""
+    s = settings
+    limit = f",limit={s['tent_stream_limit']}" if s["tent_stream_limit"] else ""
+    few, lt = s["tent_corruptions"], ("lt", s["lt_rhos"])
+    lines = [Line("TENT", *lt, "tent", "none", limit.lstrip(","), "", "app_alpha", few, None)]
+    lines += [Line(f"TENT+DART (alpha={a:g})", *lt, "tent", "dart", f"alpha={a:g}{limit}", f"alpha={a:g}", "app_alpha", few,
+               limit.lstrip(",")) for a in s["alpha_values"]]
+    for method, name in (("noadapt", "NoAdapt"), ("bnadapt", "BNAdapt"), ("tent", "TENT")):
+        for refiner in ("none", "dart") if method != "noadapt" else ("none",):
+            label = f"{name}{'+DART' if refiner == 'dart' else ''}, test batch"
+            lines += [Line(f"{label} {b}", "none", [None], method, refiner, f"test_batch={b}{limit}", f"test_batch={b}",
+                       "app_batch_size", few, f"test_batch={b}{limit}" if refiner == "dart" else None)
+                      for b in s["test_batches"]]
+    return _block(settings=s, rows=rows, outcomes=outcomes, lines=lines)

@@ -342,15 +342,22 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
                 op, condition = f"within {tolerance:g}", f"within {tolerance:g} of the paper"
             margin, status = judge(ours=ours, bound=bound, op=op, gap=gap)
             kind = (gap or ours).kind if status != "NOT RUN" else ""
-            configuration = PAPER_G_PHI if {"paper_config", "paper_note"} & set(spec["experiment"]) else ""
-            if check.get("every_corruption"):
-                configuration = EVERY_CORRUPTION
-            if source == "paper_note":
-                configuration = f"{PAPER_G_PHI}, {PAPER_IABN}"
+            configuration = _configuration(spec, source=source)
             rows.append(CheckResult(claim["id"], describe(check=spec), paper, ours.value, ours.se, bound.value,
                                     margin, status, _condition_text(condition, bound=bound.value), kind,
                                     configuration).__dict__)
     return pd.DataFrame(rows)
+
+
+def _configuration(spec: dict, *, source: str) -> str:
+    """The label of the configuration a check judges, read from the results file ``source`` its
+    rows came from: the paper's g_phi (and NOTE's IABN at the paper's epochs), every corruption, or
+    "" for the profile's own."""
+    if spec.get("every_corruption"):
+        return EVERY_CORRUPTION
+    if source == "paper_note":
+        return f"{PAPER_G_PHI}, {PAPER_IABN}"
+    return PAPER_G_PHI if {"paper_config", "paper_note"} & set(spec["experiment"]) else ""
 
 
 def _cost_ratio(table: pd.DataFrame, *, column: str, method: str, refiner: str, versus: str) -> float:

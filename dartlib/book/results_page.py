@@ -23,15 +23,16 @@ from pathlib import Path
 import pandas as pd
 
 from dartlib.paths import REPO_ROOT
+from dartlib.studies.paper_config import PAPER_NOTE
 
 RESULTS_PAGE = REPO_ROOT / "docs" / "results.md"
 PROFILE = "cpu"
 # Table 1's row names as the paper prints them (Appendix A runs NOTE, DELTA and ODS on top of TENT)
 METHOD_LABELS = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "TENT+NOTE",
                  "delta": "TENT+DELTA", "ods": "TENT+ODS", "lame": "LAME", "sar": "SAR",
-                 "note-iabn30": "TENT+NOTE (IABN 30 epochs)"}
+                 PAPER_NOTE: "TENT+NOTE (IABN 30 epochs)"}
 # the gain table names a method as Table 1's +DART row does (NOTE+DART, not TENT+NOTE+DART)
-_GAIN_LABELS = {"note": "NOTE", "delta": "DELTA", "ods": "ODS", "note-iabn30": "NOTE (IABN 30 epochs)"}
+_GAIN_LABELS = {"note": "NOTE", "delta": "DELTA", "ods": "ODS", PAPER_NOTE: "NOTE (IABN 30 epochs)"}
 _STREAM = {"rho": "LT rho", "IR": "imb IR"}
 _BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- end: (?P=name) -->)", re.S)
 

@@ -25,10 +25,10 @@ from dartlib.experiments.engine import TestTimeContext
 from dartlib.experiments.grid import Cell, stored_rows
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
-from dartlib.reporting.paper import load_table
-from dartlib.studies.appendix_settings import memo_cells, memo_contexts, tent_imb_cells
-from dartlib.studies.paper_config import estimate_or_count, estimate_text
-from dartlib.studies.sensitivity import SensitivityStudy, alpha_tent_cells, prepare_sensitivity, test_batch_cells
+from dartlib.studies.appendix_settings import memo_cells, memo_contexts, memo_params, tent_imb_cells
+from dartlib.studies.paper_config import estimate_or_count, estimate_text, paper_row, select_streams
+from dartlib.studies.sensitivity import (SensitivityStudy, alpha_tent_cells, prepare_sensitivity, stream_limit,
+                                         test_batch_cells)
 
 SHARED_RESULTS = ("more_settings.csv", "table1.csv")
 SENSITIVITY_SHARED_RESULTS = ("sensitivity_tent.csv", "sensitivity_batch.csv")
@@ -98,22 +98,9 @@ def stored_sensitivity(*, profile: str) -> pd.DataFrame:
                   grid="sensitivity_all_corruptions", shared=SENSITIVITY_SHARED_RESULTS)
 
 
-def _pick(rows: pd.DataFrame, *, shift: str, param, method: str, refiner: str, params: str, seed: int,
-          corruptions: Sequence[str]) -> pd.DataFrame:
-    values = rows["shift_param"].astype(float)
-    at = values.isna() if param is None else (values - float(param)).abs() < 1e-9
-    return rows[(rows["shift"] == shift) & at & (rows["method"] == method) & (rows["refiner"] == refiner)
-                & (rows["params"].fillna("").astype(str) == params) & (rows["seed"].astype(int) == seed)
-                & rows["corruption"].isin(list(corruptions))]
-
-
 def _paper(table: str, *, shift: str, param, method: str, refiner: str, params: str) -> str:
-    paper = load_table(table)
-    at = paper.shift_param.isna() if param is None else paper.shift_param == float(param)
-    sel = paper[(paper.dataset == "cifar10c") & (paper["shift"] == shift) & at & (paper.method == method)
-                & (paper.refiner == refiner) & (paper.corruption == "mean")
-                & (paper.params.fillna("").astype(str) == params)]
-    return f"{float(sel.iloc[0].accuracy):.1f}" if len(sel) else ""
+    row = paper_row(table, shift=shift, param=param, method=method, refiner=refiner, params=params)
+    return "" if row is None else f"{float(row.accuracy):.1f}"
 
 
 class Line(NamedTuple):
@@ -141,12 +128,12 @@ def _block(*, settings: Settings, rows: pd.DataFrame, outcomes, lines: Sequence[
             for corruptions in (every, list(few)):
                 column = f"{len(corruptions)} corruptions"
                 widths.append(len(corruptions))
-                pick = dict(rows=rows, shift=shift, param=param, method=method, seed=settings["seed"],
+                pick = dict(shift=shift, param=param, method=method, seeds=(settings["seed"],),
                             corruptions=corruptions)
-                dart = _pick(refiner=refiner, params=ours, **pick)
+                dart = select_streams(rows, refiners=(refiner,), subset=ours, **pick)
                 line[column] = estimate_text(estimate_or_count([(1.0, dart)], expected=len(corruptions), outcomes=outcomes))
                 if base_params is not None:
-                    base = _pick(refiner="none", params=base_params, **pick)
+                    base = select_streams(rows, refiners=("none",), subset=base_params, **pick)
                     line[f"gain, {column}"] = estimate_text(estimate_or_count(
                         [(1.0, dart), (-1.0, base)], expected=len(corruptions), outcomes=outcomes))
             line["paper"] = _paper(table, shift=shift, param=param, method=method, refiner=refiner, params=theirs)
@@ -164,8 +151,7 @@ def all_corruptions_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -
     s = settings
     imb = ("online-imb", s["imb_table_irs"])
     subset = f"subset={s['imb_subset_size']}"
-    limit = f",limit={s['memo_stream_limit']}" if s["memo_stream_limit"] else ""
-    stored_bn, adapted = f"bn=stored{limit}", f"bn=adapted{limit}"
+    stored_bn, adapted = memo_params(s, bn="stored"), memo_params(s, bn="adapted")
     lt = ("lt", s["lt_rhos"])
     lines = [Line("TENT", *imb, "tent", "none", subset, "", "app_cifar10c_imb", s["tent_corruptions"], None),
              Line("TENT+DART", *imb, "tent", "dart", subset, "", "app_cifar10c_imb", s["tent_corruptions"], subset),
@@ -181,7 +167,7 @@ def sensitivity_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd
     gain beside; NoAdapt, BNAdapt and TENT with and without DART per test batch size on balanced
     streams): as :func:`all_corruptions_block`, the profile's subset ``tent_corruptions``."""
     s = settings
-    limit = f",limit={s['tent_stream_limit']}" if s["tent_stream_limit"] else ""
+    limit = stream_limit(s)
     few, lt = s["tent_corruptions"], ("lt", s["lt_rhos"])
     lines = [Line("TENT", *lt, "tent", "none", limit.lstrip(","), "", "app_alpha", few, None)]
     lines += [Line(f"TENT+DART (alpha={a:g})", *lt, "tent", "dart", f"alpha={a:g}{limit}", f"alpha={a:g}", "app_alpha", few,

@@ -75,6 +75,12 @@ def tent_imb_cells(settings: Settings, *, corruptions: Sequence[str]) -> list[Ce
                      extra=f"subset={settings['imb_subset_size']}")
 
 
+def memo_params(settings: Settings, *, bn: str) -> str:
+    """The params of a MEMO cell with BN mode ``bn`` ("stored", "adapted") and the profile's stream limit."""
+    limit = settings["memo_stream_limit"]
+    return f"bn={bn}" + (f",limit={limit}" if limit else "")
+
+
 def memo_cells(settings: Settings, *, corruptions: Sequence[str]) -> list[Cell]:
     """NoAdapt, MEMO with stored BN, and MEMO with adapted BN (+DART) on the LT streams of
     ``corruptions``; each MEMO cell names its BN mode (``bn=``), which :func:`memo_contexts` maps."""
@@ -83,9 +89,9 @@ def memo_cells(settings: Settings, *, corruptions: Sequence[str]) -> list[Cell]:
     rhos = [float(r) for r in s["lt_rhos"]]
     return (cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["noadapt"], extra=limit.lstrip(","))
             + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"], refiners=["none"],
-                        extra=f"bn=stored{limit}")
+                        extra=memo_params(s, bn="stored"))
             + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"],
-                        extra=f"bn=adapted{limit}"))
+                        extra=memo_params(s, bn="adapted")))
 
 
 def memo_contexts(settings: Settings, context: TestTimeContext) -> Callable[[Cell], TestTimeContext]:

@@ -165,12 +165,14 @@ def paper_method(method: str) -> str:
 
 
 
-def select_streams(rows: pd.DataFrame, *, shift: str, param: float, method: str, refiners: tuple[str, ...],
+def select_streams(rows: pd.DataFrame, *, shift: str, param: float | None, method: str, refiners: tuple[str, ...],
                    seeds: tuple[int, ...], corruptions: list[str], subset: str | None) -> pd.DataFrame:
     """The rows of one table cell: ``method`` with any of ``refiners`` on the streams of one shift
     parameter, ``seeds`` and ``corruptions`` (``subset``: the params they carry, None for any), all
     named by the first refiner (the seeds' refiners are one g_phi configuration)."""
-    sel = rows[(rows["shift"] == shift) & (rows["shift_param"].astype(float) == float(param))
+    values = rows["shift_param"].astype(float)
+    at = values.isna() if param is None else values == float(param)  # None: the streams without a shift
+    sel = rows[(rows["shift"] == shift) & at
                & (rows["method"] == method) & rows["refiner"].isin(refiners) & rows["seed"].astype(int).isin(seeds)
                & rows["corruption"].isin(corruptions)]
     if subset is not None:
@@ -194,17 +196,22 @@ def estimate_text(value: Estimate | str) -> str:
     return value.text(signed=False, missing=f"{value.value:.2f}")
 
 
-def _paper_row(table: str, *, shift: str, param: float, method: str, refiner: str) -> pd.Series | None:
-    """The paper's CIFAR-10-C row (mean over corruptions) of ``table`` for one setting, or None."""
+def paper_row(table: str, *, shift: str, param: float | None, method: str, refiner: str,
+              params: str | None = None) -> pd.Series | None:
+    """The paper's CIFAR-10-C row (mean over corruptions) of ``table`` for one setting (``params``:
+    the row's params, None for any), or None."""
     paper = load_table(table)
-    sel = paper[(paper.dataset == "cifar10c") & (paper["shift"] == shift) & (paper.shift_param == float(param))
+    at = paper.shift_param.isna() if param is None else paper.shift_param == float(param)
+    sel = paper[(paper.dataset == "cifar10c") & (paper["shift"] == shift) & at
                 & (paper.method == method) & (paper.refiner == refiner) & (paper.corruption == "mean")]
+    if params is not None:
+        sel = sel[sel.params.fillna("").astype(str) == params]
     return sel.iloc[0] if len(sel) else None
 
 
 def paper_mean(table: str, *, shift: str, param: float, method: str, refiner: str) -> float:
-    """The accuracy of :func:`_paper_row`, nan where the paper has none."""
-    row = _paper_row(table, shift=shift, param=param, method=method, refiner=refiner)
+    """The accuracy of :func:`paper_row`, nan where the paper has none."""
+    row = paper_row(table, shift=shift, param=param, method=method, refiner=refiner)
     return float("nan") if row is None else float(row.accuracy)
 
 
@@ -285,7 +292,7 @@ def gain_beside_paper_block(*, settings: Settings, rows: pd.DataFrame, outcomes,
         for rho in settings["lt_rhos"]:
             picked = [select_streams(rows, param=rho, method=method, refiners=(r,), seeds=(0,), **kind) for r in (refiner, "none")]
             ours = estimate_or_count([(1.0, picked[0]), (-1.0, picked[1])], expected=k, outcomes=outcomes)
-            base, dart = (_paper_row("table1_main", shift="lt", param=rho, method=paper_method(method), refiner=r)
+            base, dart = (paper_row("table1_main", shift="lt", param=rho, method=paper_method(method), refiner=r)
                           for r in ("none", "dart"))
             gain, std = float(dart.accuracy - base.accuracy), float(dart["std"])
             if isinstance(ours, str):

@@ -127,7 +127,8 @@ def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> Sensitivit
     return SensitivityStudy(settings=settings, setup=setup, refiners=refiners, context=context)
 
 
-def _stream_limit(settings: Settings) -> str:
+def stream_limit(settings: Settings) -> str:
+    """The ``,limit=`` option of the TENT and test-batch cells ("" when streams are whole)."""
     limit = settings["tent_stream_limit"]
     return f",limit={limit}" if limit else ""
 
@@ -136,7 +137,7 @@ def alpha_tent_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell
     """The alpha table's TENT cells on the LT streams of ``corruptions``: without DART, then with
     each alpha's refiner (named in ``params``, as :meth:`SensitivityStudy.contexts` reads it)."""
     s = settings
-    limit = _stream_limit(s)
+    limit = stream_limit(s)
     names = [name for name in refiner_changes(s) if name.startswith("alpha=")]
 
     def tent(refiner: str, params: list[str]):
@@ -154,7 +155,7 @@ def test_batch_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell
     return paired(grid(dataset=[s["corrupted_dataset"]], shift=["none"], shift_param=[None],
                        corruption=list(corruptions), severity=[s["severity"]],
                        method=["noadapt", "bnadapt", "tent"], refiner=["none", "dart"],
-                       params=[f"test_batch={b}{_stream_limit(s)}" for b in s["test_batches"]], seed=[s["seed"]]))
+                       params=[f"test_batch={b}{stream_limit(s)}" for b in s["test_batches"]], seed=[s["seed"]]))
 
 
 def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -30,8 +30,11 @@ def test_the_grid_runs_bnadapt_on_each_seeds_streams_first_and_every_method_on_s
     assert counts[("bnadapt", "alpha0.1-epochs50-seed1", 1)] == counts[("bnadapt", "none", 2)] == 8
     assert counts[("noadapt", "none", 1)] == 4 and ("bnadapt", "dart", 1) not in counts
     assert counts[("noadapt", "none", 0)] == 8  # seed 0: Table 1's LT streams too
-    for method in ("tent", "pl", "note", "delta", "ods", "lame", "sar"):
+    for method in ("pl", "note", "delta", "ods", "lame", "sar"):
         assert counts[(method, "alpha0.1-epochs50", 0)] == counts[(method, "dart", 0)] == 4
+    # TENT on CIFAR-10C-LT and, last, on CIFAR-10C-imb (the appendix's table): 4 streams each
+    assert counts[("tent", "alpha0.1-epochs50", 0)] == counts[("tent", "none", 0)] == 8
+    assert [(c.method, c.shift) for c in cells[-12:]] == [("tent", "online-imb")] * 12
     first_other = next(i for i, c in enumerate(cells) if c.method not in ("bnadapt", "noadapt"))
     assert all(c.method in ("bnadapt", "noadapt") for c in cells[:first_other])  # BNAdapt's rows come first
     assert len(cells) == len({c.key for c in cells})
@@ -94,3 +97,20 @@ def test_note_at_the_papers_iabn_epochs_is_a_line_read_against_the_papers_note()
     assert line["without DART"].startswith("60.00") and line["+DART, paper g_phi"].startswith("64.00")
     assert line["+DART, cpu g_phi"] == "not run (0 of 2)"
     assert (line["paper"], line["paper +DART"]) == ("79.8", "82.2")  # Table 1's NOTE row
+
+
+def test_the_imb_table_puts_tent_beside_bnadapt_at_both_configurations_with_the_appendix_numbers():
+    from dartlib.studies.paper_config import PAPER, imb_block
+
+    imb = dict(shift="online-imb", shift_param=5000.0, params="subset=1000", seed=0)
+    rows = _rows([{**imb, "corruption": c, "method": m, "refiner": r, "accuracy": a}
+                  for c in CORRUPTIONS for m, r, a in (("noadapt", "none", 50.0), ("tent", "none", 20.0),
+                                                       ("tent", PAPER, 45.0), ("tent", "dart", 30.0))])
+    table = imb_block(settings=_settings(), rows=rows, outcomes={})
+    assert list(table.index) == [(m, f"IR={r}") for m in ("noadapt", "bnadapt", "tent") for r in (1, 5000)]
+    tent = table.loc[("tent", "IR=5000")]
+    assert tent["without DART"].startswith("20.00") and tent["+DART, paper g_phi"].startswith("45.00")
+    assert tent["gain, paper g_phi"].startswith("25.00") and tent["gain, cpu g_phi"].startswith("10.00")
+    assert (tent["paper"], tent["paper +DART"], tent["gain, paper"]) == ("19.1", "71.5", "+52.4")  # the appendix's TENT
+    assert table.loc[("noadapt", "IR=5000"), "gain, paper g_phi"] == ""  # NoAdapt has no DART row
+    assert table.loc[("bnadapt", "IR=1"), "without DART"] == "not run (0 of 2)"

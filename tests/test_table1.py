@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ from dartlib.experiments.grid import run_grid
 from dartlib.models.backbones import small_cnn
 from dartlib.experiments.engine import TestTimeContext, evaluate_cell
 from dartlib.experiments.settings import Settings
+from dartlib.studies import table1
 from dartlib.studies.table1 import TABLE1_METHODS, table1_cells
 from dartlib.tta.note import to_iabn
 
@@ -222,3 +224,22 @@ def test_note_report_cells_are_table1s_note_dart_cells_with_the_other_reading():
     assert len(other) == 4 and {(c.method, c.refiner) for c in other} == {("note", "dart")}
     assert all(c.options == {"limit": "600", "dart_use": "report"} for c in other)
     assert not {c.key for c in other} & {c.key for c in cells}  # their own rows, never Table 1's
+
+
+def test_the_pages_table1_block_gives_ours_over_the_papers_and_gains_from_unrounded_means():
+    """docs/results.md's Table 1 (generated): each cell "ours / paper", DART's gain from the unrounded
+    means (a gain from the rounded ones would read 0.9 + 0.1), NOTE+DART's other reading after it."""
+    def rows(method, refiner, accuracies):
+        return [dict(method=method, refiner=refiner, shift_param=rho, corruption=c, accuracy=a)
+                for rho, a in zip((1.0, 10.0, 100.0), accuracies) for c in ("fog", "snow")]
+
+    results = pd.DataFrame(rows("noadapt", "none", (60.0, 58.0, 57.0)) + rows("note", "none", (70.04, 68.0, 66.0))
+                           + rows("note", "dart", (70.96, 68.0, 67.0)))
+    report = pd.DataFrame(rows("note", "dart", (70.0, 71.0, 75.0)))
+    block = table1.beside_paper_block(results=results, report_rows=report, methods=("noadapt", "note"))
+    assert list(block.index) == ["NoAdapt", "NOTE", "NOTE+DART", "NOTE+DART (report)"]
+    assert block.loc["NOTE", "rho = 1"] == "70.0 / 81.8" and block.loc["NOTE+DART", "rho = 1"] == "71.0 / 81.6"
+    gains = "DART gain at rho = 1; 10; 100, ours / paper"
+    assert block.loc["NOTE+DART", gains] == "+0.9 / -0.2; +0.0 / +0.8; +1.0 / +2.4"
+    assert block.loc["NOTE+DART (report)", gains] == "-0.0 / -0.2; +3.0 / +0.8; +9.0 / +2.4"
+    assert block.loc["NoAdapt", gains] == "" and block.loc["NOTE", gains] == ""

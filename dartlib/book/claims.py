@@ -579,10 +579,11 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
                             f"{n('split_tta_corruptions')})",
         "more_settings": f"{main}; MEMO on {n('memo_corruptions')} corruptions, CIFAR-10C-imb on {n('imb_corruptions')}",
         "ablations": f"ablation refiners: {ablation}, {n('ablation_corruptions')} corruptions",
-        "sensitivity": f"sensitivity refiners: g_phi {params.get('dart_sweep_epochs')} epochs, "
+        "sensitivity": f"sensitivity refiners: {ablation}, one setting changed at a time, "
                        f"{n('sensitivity_corruptions')} corruptions",
-        "sensitivity_tent": f"TENT+DART at g_phi {params.get('dart_sweep_epochs')} epochs, {n('tent_corruptions')} corruptions",
-        "sensitivity_batch": f"test batches: {main}, {n('sensitivity_corruptions')} corruptions",
+        "sensitivity_tent": f"TENT+DART with the alpha table's refiners (g_phi {params.get('ablation_epochs')} epochs at the table's alpha), "
+                            f"{n('tent_corruptions')} corruptions",
+        "sensitivity_batch": f"test batches: {ablation}, {n('tent_corruptions')} corruptions",
         "intermediate_training": f"{main}",
         "costs": f"test-time costs on {params.get('cost_corruption')}, one device (notebook 10)",
         "prediction_deviation": "BNAdapt's test batches of CIFAR-10C-imb, gaussian_noise (notebook 05)",
@@ -592,7 +593,8 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
         "all_corruptions": f"TENT on CIFAR-10C-imb and MEMO on CIFAR-10C-LT over all {len(CORRUPTIONS)} corruptions "
                            f"where computed ({main}; results file all_corruptions)",
         "sensitivity_all_corruptions": f"notebook 08's TENT and test-batch cells over all {len(CORRUPTIONS)} corruptions "
-                                       f"where computed (results file sensitivity_all_corruptions)",
+                                       f"where computed ({ablation}; the alpha table's cells at the table's alpha; results file "
+                                       f"sensitivity_all_corruptions)",
         "paper_note": f"NOTE's rows at the paper's g_phi: its IABN fine-tuned {PAPER_IABN_EPOCHS} epochs where they are "
                       f"computed (results file paper_note), else {params.get('note_finetune_epochs')}",
     }

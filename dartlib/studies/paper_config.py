@@ -12,13 +12,14 @@ stopped part-way should have finished them:
    streams;
 2. the same for seeds 1 and 2 on their own streams;
 3. the other Table 1 methods without DART, with the seed-0 refiner and with the profile's own on
-   CIFAR-10C-LT.
+   CIFAR-10C-LT;
+4. TENT the same way on CIFAR-10C-imb (the appendix's CIFAR-10C-imb table: NoAdapt, BNAdapt, TENT).
 
-Rows of the same cells with the same input digests are borrowed from Table 1's, the diagnosis's and
-the online-imbalance grids' files (:data:`SHARED_RESULTS`).
+Rows of the same cells with the same input digests are borrowed from Table 1's, the diagnosis's,
+the online-imbalance and the all-corruptions grids' files (:data:`SHARED_RESULTS`).
 
 The blocks beside the profile's own refiner and the paper's numbers (:func:`bnadapt_block`,
-:func:`accuracy_block`, :func:`every_method_block`): every number is a mean over the corruptions,
+:func:`accuracy_block`, :func:`every_method_block`, :func:`imb_block`): every number is a mean over the corruptions,
 with its SE from :mod:`dartlib.analysis.noise` (clustered by test image, paired for a gain, the
 seed spread added over g_phi seeds); a cell whose rows are not all there reads "not run (k of K)"."""
 
@@ -39,8 +40,9 @@ PAPER = PAPER_VARIANTS[0]  # the seed-0 refiner at the paper's configuration; it
 # NOTE with its IABN copy fine-tuned for the paper's 30 epochs (paper_note.csv), a method line of the blocks
 PAPER_NOTE = f"note-iabn{PAPER_IABN_EPOCHS}"
 BLOCK_METHODS: tuple[str, ...] = (*TABLE1_METHODS, PAPER_NOTE)
+IMB_METHODS: tuple[str, ...] = ("noadapt", "bnadapt", "tent")  # the appendix's CIFAR-10C-imb table
 # in this order: the files whose rows carry per-image outcomes first
-SHARED_RESULTS = ("table1.csv", "online_imbalance.csv", "diagnosis.csv", "more_settings.csv")
+SHARED_RESULTS = ("table1.csv", "online_imbalance.csv", "all_corruptions.csv", "diagnosis.csv", "more_settings.csv")
 
 
 def _lt(settings: Settings, seed: int) -> dict:
@@ -79,6 +81,7 @@ def paper_config_cells(settings: Settings, *, names: list[str] | None = None) ->
         others = [m for m in (*TABLE1_METHODS, *settings["extra_methods"]) if m not in ("noadapt", "bnadapt")]
         for method in others:  # method by method: a grid stopped part-way holds whole rows
             cells += grid(**_lt(settings, settings["seed"]), method=[method], refiner=["none", "dart", PAPER_VARIANTS[0]])
+        cells += grid(**_imb(settings, settings["seed"]), method=["tent"], refiner=["none", "dart", PAPER_VARIANTS[0]])  # IMB_METHODS
     return list(dict.fromkeys(cells))
 
 
@@ -216,17 +219,34 @@ def paper_mean(table: str, *, shift: str, param: float, method: str, refiner: st
 
 
 def _lt_streams(settings: Settings) -> dict:
-    """Table 1's CIFAR-10C-LT streams of a profile, as :func:`_select` takes them."""
+    """Table 1's CIFAR-10C-LT streams of a profile, as :func:`select_streams` takes them."""
     return dict(shift="lt", corruptions=list(settings["table1_corruptions"]),
                 subset=f"limit={settings['table1_stream_limit']}" if settings["table1_stream_limit"] else "")
+
+
+def _imb_streams(settings: Settings) -> dict:
+    """The CIFAR-10C-imb streams of a profile's table, as :func:`select_streams` takes them."""
+    return dict(shift="online-imb", corruptions=list(settings["imb_corruptions"]), subset=f"subset={settings['imb_subset_size']}")
+
+
+# per benchmark of the blocks: its streams, its shift parameters (a profile key), its name in a
+# block's index and the paper's table of it
+BENCHMARKS = {"lt": (_lt_streams, "lt_rhos", "rho", "table1_main"),
+              "online-imb": (_imb_streams, "imb_table_irs", "IR", "app_cifar10c_imb")}
+
+
+def _benchmark(settings: Settings, shift: str) -> tuple[dict, list[float], str, str]:
+    if shift not in BENCHMARKS:
+        raise ValueError(f"no block for shift {shift!r}; valid: {', '.join(BENCHMARKS)}")
+    streams, key, name, table = BENCHMARKS[shift]
+    return streams(settings), [float(p) for p in settings[key]], name, table
 
 
 def bnadapt_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
     """BNAdapt without DART, with the paper's g_phi (seed 0; seeds 0, 1, 2) and with the profile's,
     and DART's gain over BNAdapt for each, on CIFAR-10C-LT (every rho) and CIFAR-10C-imb (every IR
     of ``imb_table_irs``), the paper's beside; one column per stream kind and setting."""
-    lt = _lt_streams(settings)
-    imb = dict(shift="online-imb", corruptions=list(settings["imb_corruptions"]), subset=f"subset={settings['imb_subset_size']}")
+    lt, imb = _lt_streams(settings), _imb_streams(settings)
     columns = [(f"rho={r:g}", float(r), lt, "table1_main") for r in settings["lt_rhos"]]
     columns += [(f"IR={r:g}", float(r), imb, "app_cifar10c_imb") for r in settings["imb_table_irs"]]
     seeds3 = tuple(range(len(PAPER_VARIANTS)))
@@ -257,23 +277,25 @@ def bnadapt_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.Dat
     return pd.DataFrame(table)
 
 
-def every_method_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods: list[str]) -> pd.DataFrame:
-    """Per Table 1 method (after NoAdapt) and rho: DART's gain with the paper's g_phi (seed 0), with
-    the profile's, and the paper's, on CIFAR-10C-LT."""
-    kind = _lt_streams(settings)
+def every_method_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods: list[str],
+                       shift: str = "lt") -> pd.DataFrame:
+    """Per method (after NoAdapt) and shift parameter: DART's gain with the paper's g_phi (seed 0),
+    with the profile's, and the paper's, on CIFAR-10C-LT (``shift`` "lt", Table 1) or CIFAR-10C-imb
+    ("online-imb", the appendix's table)."""
+    kind, params, name, table = _benchmark(settings, shift)
     k, out = len(kind["corruptions"]), {}
     for method in methods:
         if method == "noadapt":
             continue
-        for rho in settings["lt_rhos"]:
+        for rho in params:
             base = select_streams(rows, param=rho, method=method, refiners=("none",), seeds=(0,), **kind)
             line = {}
             for label, refiner in (("paper g_phi", PAPER), (f"{settings.profile} g_phi", "dart")):
                 dart = select_streams(rows, param=rho, method=method, refiners=(refiner,), seeds=(0,), **kind)
                 line[f"gain, {label}"] = estimate_text(estimate_or_count([(1.0, dart), (-1.0, base)], expected=k, outcomes=outcomes))
-            paper = [paper_mean("table1_main", shift="lt", param=rho, method=paper_method(method), refiner=r) for r in ("none", "dart")]
+            paper = [paper_mean(table, shift=shift, param=rho, method=paper_method(method), refiner=r) for r in ("none", "dart")]
             line["gain, paper"] = f"{paper[1] - paper[0]:+.1f}"
-            out[(method, f"rho={float(rho):g}")] = line
+            out[(method, f"{name}={rho:g}")] = line
     return pd.DataFrame(out).T
 
 
@@ -307,22 +329,31 @@ def gain_beside_paper_block(*, settings: Settings, rows: pd.DataFrame, outcomes,
     return pd.DataFrame(out).T
 
 
-def accuracy_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods: list[str]) -> pd.DataFrame:
-    """Table 1's CIFAR-10C-LT block at the paper's g_phi: per method and rho, the accuracy without
-    DART, with the paper's g_phi (seed 0) and with the profile's, each a mean over the corruptions ±
-    its SE (clustered by test image), the paper's two beside."""
-    kind = _lt_streams(settings)
+def accuracy_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods: list[str],
+                   shift: str = "lt") -> pd.DataFrame:
+    """Table 1's CIFAR-10C-LT block (``shift`` "lt") or the appendix's CIFAR-10C-imb table
+    ("online-imb") at the paper's g_phi: per method and shift parameter, the accuracy without DART,
+    with the paper's g_phi (seed 0) and with the profile's, each a mean over the corruptions ± its
+    SE (clustered by test image), the paper's two beside."""
+    kind, params, name, table = _benchmark(settings, shift)
     k, out = len(kind["corruptions"]), {}
     lines = (("without DART", "none"), ("+DART, paper g_phi", PAPER), (f"+DART, {settings.profile} g_phi", "dart"))
     for method in methods:
         refiners = lines[:1] if method == "noadapt" else lines
-        for rho in settings["lt_rhos"]:
+        for rho in params:
             line = {label: estimate_text(estimate_or_count([(1.0, select_streams(rows, param=rho, method=method, refiners=(refiner,),
                                                           seeds=(0,), **kind))], expected=k, outcomes=outcomes))
                     for label, refiner in refiners}
             for label, refiner in (("paper", "none"), ("paper +DART", "dart")):
-                value = paper_mean("table1_main", shift="lt", param=rho, method=paper_method(method), refiner=refiner)
+                value = paper_mean(table, shift=shift, param=rho, method=paper_method(method), refiner=refiner)
                 line[label] = "" if value != value else f"{value:.1f}"
-            out[(method, f"rho={float(rho):g}")] = line
+            out[(method, f"{name}={rho:g}")] = line
     columns = [label for label, _ in lines] + ["paper", "paper +DART"]
     return pd.DataFrame(out).T.reindex(columns=columns).fillna("")
+
+
+def imb_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
+    """The appendix's CIFAR-10C-imb table (:data:`IMB_METHODS`) at the paper's g_phi and the
+    profile's: :func:`accuracy_block`'s accuracies, then :func:`every_method_block`'s gains."""
+    common = dict(settings=settings, rows=rows, outcomes=outcomes, methods=list(IMB_METHODS), shift="online-imb")
+    return accuracy_block(**common).join(every_method_block(**common)).fillna("")

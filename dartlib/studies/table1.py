@@ -151,6 +151,30 @@ def note_readings(results: pd.DataFrame, report_rows: pd.DataFrame) -> pd.DataFr
     return table
 
 
+def beside_paper_block(*, results: pd.DataFrame, report_rows: pd.DataFrame, methods: Sequence[str]) -> pd.DataFrame:
+    """Table 1's CIFAR-10C-LT block as docs/results.md prints it: per row and rho "ours / paper"
+    (mean over the corruptions of ``results``, one decimal), and on each +DART row DART's gain at
+    every rho, ours / paper, from the unrounded means; NOTE+DART's other reading (``report_rows``,
+    ``dart_use=report``) follows NOTE+DART as the row "NOTE+DART (report)"."""
+    order = row_order(methods)
+    ours, paper = accuracy_by_row(with_row_labels(results), order), paper_table1(order)
+    if len(report_rows):
+        report = accuracy_by_row(with_row_labels(report_rows), ["NOTE+DART"]).rename(index={"NOTE+DART": "NOTE+DART (report)"})
+        at = order.index("NOTE+DART") + 1
+        order = [*order[:at], "NOTE+DART (report)", *order[at:]]
+        ours = pd.concat([ours, report]).reindex(order)
+        paper = pd.concat([paper, paper.loc[["NOTE+DART"]].rename(index={"NOTE+DART": "NOTE+DART (report)"})]).reindex(order)
+    out = pd.DataFrame({c.replace("rho=", "rho = "): [f"{o:.1f} / {p:.1f}" for o, p in zip(ours[c], paper[c])]
+                        for c in ours.columns}, index=order)
+    gains = []
+    for row in order:
+        base = row.split("+")[0]
+        gains.append("" if row == base else "; ".join(f"{ours.loc[row, c] - ours.loc[base, c]:+.1f} / {paper.loc[row, c] - paper.loc[base, c]:+.1f}"
+                                                        for c in ours.columns))
+    out["DART gain at rho = " + "; ".join(c.removeprefix("rho=") for c in ours.columns) + ", ours / paper"] = gains
+    return out
+
+
 def _paper_rows(corrupted_dataset: str) -> pd.DataFrame | None:
     paper_rows = load_table("table1_main") if corrupted_dataset == "cifar10c" else None
     return paper_rows[paper_rows.dataset == "cifar10c"] if paper_rows is not None else None

@@ -236,10 +236,17 @@ def test_the_pages_table1_block_gives_ours_over_the_papers_and_gains_from_unroun
     results = pd.DataFrame(rows("noadapt", "none", (60.0, 58.0, 57.0)) + rows("note", "none", (70.04, 68.0, 66.0))
                            + rows("note", "dart", (70.96, 68.0, 67.0)))
     report = pd.DataFrame(rows("note", "dart", (70.0, 71.0, 75.0)))
-    block = table1.beside_paper_block(results=results, report_rows=report, methods=("noadapt", "note"))
+    block = table1.beside_paper_block(results=results, report_rows=report, methods=("noadapt", "note"),
+                                      corruptions=("fog", "snow"))
     assert list(block.index) == ["NoAdapt", "NOTE", "NOTE+DART", "NOTE+DART (report)"]
     assert block.loc["NOTE", "rho = 1"] == "70.0 / 81.8" and block.loc["NOTE+DART", "rho = 1"] == "71.0 / 81.6"
     gains = "DART gain at rho = 1; 10; 100, ours / paper"
     assert block.loc["NOTE+DART", gains] == "+0.9 / -0.2; +0.0 / +0.8; +1.0 / +2.4"
-    assert block.loc["NOTE+DART (report)", gains] == "-0.0 / -0.2; +3.0 / +0.8; +9.0 / +2.4"
+    assert block.loc["NOTE+DART (report)", gains] == "+0.0 / -0.2; +3.0 / +0.8; +9.0 / +2.4"  # -0.04 reads +0.0
     assert block.loc["NoAdapt", gains] == "" and block.loc["NOTE", gains] == ""
+    # a mean over fewer corruptions than the table's is not set beside the paper, nor is a gain from it
+    part = table1.beside_paper_block(results=results[~((results.method == "note") & (results.refiner == "none")
+                                                       & (results.corruption == "snow") & (results.shift_param == 10.0))],
+                                     report_rows=report, methods=("noadapt", "note"), corruptions=("fog", "snow"))
+    assert part.loc["NOTE", "rho = 10"] == "not run (1 of 2)" and part.loc["NOTE", "rho = 1"] == "70.0 / 81.8"
+    assert part.loc["NOTE+DART", gains] == "+0.9 / -0.2; not run (1 of 2); +1.0 / +2.4"

@@ -589,7 +589,7 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
         "prediction_deviation": "BNAdapt's test batches of CIFAR-10C-imb, gaussian_noise (notebook 05)",
         "diagnosis": "notebook 15's refiners, each named by its variant (docs/results.md)",
         "paper_config": f"checks on +alpha0.1-epochs50 rows: {_PAPER_CONFIG}, g_phi seed 0, "
-                        f"{n('table1_corruptions')} corruptions (notebook 06)",
+                        f"{n('table1_corruptions')} corruptions (CIFAR-10C-imb: {n('imb_corruptions')}; notebook 06)",
         "all_corruptions": f"TENT on CIFAR-10C-imb and MEMO on CIFAR-10C-LT over all {len(CORRUPTIONS)} corruptions "
                            f"where computed ({main}; results file all_corruptions)",
         "sensitivity_all_corruptions": f"notebook 08's TENT and test-batch cells over all {len(CORRUPTIONS)} corruptions "

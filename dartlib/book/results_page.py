@@ -108,6 +108,9 @@ def _table1(*, settings) -> pd.DataFrame:
     from dartlib.paths import results_dir
     from dartlib.studies import table1
 
+    if settings["corrupted_dataset"] != "cifar10c":
+        raise ValueError(f"docs/results.md's Table 1 sets CIFAR-10-C rows beside the paper's; profile {settings.profile} "
+                         f"runs {settings['corrupted_dataset']}")
     folder = results_dir(settings.profile)
     results = stored_rows(table1.profile_cells(settings), path=folder / "table1.csv")
     report = stored_rows(table1.profile_note_report_cells(settings), path=folder / "note_report.csv")

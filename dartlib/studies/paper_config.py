@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dartlib.analysis.noise import Estimate, combination
+from dartlib.analysis.noise import Estimate, Outcomes, combination
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.paper import load_table
@@ -81,7 +81,8 @@ def paper_config_cells(settings: Settings, *, names: list[str] | None = None) ->
         others = [m for m in (*TABLE1_METHODS, *settings["extra_methods"]) if m not in ("noadapt", "bnadapt")]
         for method in others:  # method by method: a grid stopped part-way holds whole rows
             cells += grid(**_lt(settings, settings["seed"]), method=[method], refiner=["none", "dart", PAPER_VARIANTS[0]])
-        cells += grid(**_imb(settings, settings["seed"]), method=["tent"], refiner=["none", "dart", PAPER_VARIANTS[0]])  # IMB_METHODS
+        imb_others = [m for m in IMB_METHODS if m not in ("noadapt", "bnadapt")]  # BNAdapt's and NoAdapt's above
+        cells += grid(**_imb(settings, settings["seed"]), method=imb_others, refiner=["none", "dart", PAPER_VARIANTS[0]])
     return list(dict.fromkeys(cells))
 
 
@@ -246,9 +247,10 @@ def bnadapt_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.Dat
     """BNAdapt without DART, with the paper's g_phi (seed 0; seeds 0, 1, 2) and with the profile's,
     and DART's gain over BNAdapt for each, on CIFAR-10C-LT (every rho) and CIFAR-10C-imb (every IR
     of ``imb_table_irs``), the paper's beside; one column per stream kind and setting."""
-    lt, imb = _lt_streams(settings), _imb_streams(settings)
-    columns = [(f"rho={r:g}", float(r), lt, "table1_main") for r in settings["lt_rhos"]]
-    columns += [(f"IR={r:g}", float(r), imb, "app_cifar10c_imb") for r in settings["imb_table_irs"]]
+    columns = []
+    for shift in BENCHMARKS:
+        kind, params, name, table = _benchmark(settings, shift)
+        columns += [(f"{name}={value:g}", value, kind, table) for value in params]
     seeds3 = tuple(range(len(PAPER_VARIANTS)))
     own = f"{settings.profile} g_phi ({settings['dart_epochs']} ep, alpha {settings['dart_alpha']:g})"
     lines = {
@@ -287,15 +289,16 @@ def every_method_block(*, settings: Settings, rows: pd.DataFrame, outcomes, meth
     for method in methods:
         if method == "noadapt":
             continue
-        for rho in params:
-            base = select_streams(rows, param=rho, method=method, refiners=("none",), seeds=(0,), **kind)
+        for value in params:
+            base = select_streams(rows, param=value, method=method, refiners=("none",), seeds=(0,), **kind)
             line = {}
             for label, refiner in (("paper g_phi", PAPER), (f"{settings.profile} g_phi", "dart")):
-                dart = select_streams(rows, param=rho, method=method, refiners=(refiner,), seeds=(0,), **kind)
+                dart = select_streams(rows, param=value, method=method, refiners=(refiner,), seeds=(0,), **kind)
                 line[f"gain, {label}"] = estimate_text(estimate_or_count([(1.0, dart), (-1.0, base)], expected=k, outcomes=outcomes))
-            paper = [paper_mean(table, shift=shift, param=rho, method=paper_method(method), refiner=r) for r in ("none", "dart")]
-            line["gain, paper"] = f"{paper[1] - paper[0]:+.1f}"
-            out[(method, f"{name}={rho:g}")] = line
+            paper = [paper_mean(table, shift=shift, param=value, method=paper_method(method), refiner=r) for r in ("none", "dart")]
+            gain = paper[1] - paper[0]
+            line["gain, paper"] = "" if gain != gain else f"{gain:+.1f}"  # nan: the paper has no such row
+            out[(method, f"{name}={value:g}")] = line
     return pd.DataFrame(out).T
 
 
@@ -340,19 +343,19 @@ def accuracy_block(*, settings: Settings, rows: pd.DataFrame, outcomes, methods:
     lines = (("without DART", "none"), ("+DART, paper g_phi", PAPER), (f"+DART, {settings.profile} g_phi", "dart"))
     for method in methods:
         refiners = lines[:1] if method == "noadapt" else lines
-        for rho in params:
-            line = {label: estimate_text(estimate_or_count([(1.0, select_streams(rows, param=rho, method=method, refiners=(refiner,),
+        for value in params:
+            line = {label: estimate_text(estimate_or_count([(1.0, select_streams(rows, param=value, method=method, refiners=(refiner,),
                                                           seeds=(0,), **kind))], expected=k, outcomes=outcomes))
                     for label, refiner in refiners}
             for label, refiner in (("paper", "none"), ("paper +DART", "dart")):
-                value = paper_mean(table, shift=shift, param=rho, method=paper_method(method), refiner=refiner)
-                line[label] = "" if value != value else f"{value:.1f}"
-            out[(method, f"{name}={rho:g}")] = line
+                paper = paper_mean(table, shift=shift, param=value, method=paper_method(method), refiner=refiner)
+                line[label] = "" if paper != paper else f"{paper:.1f}"
+            out[(method, f"{name}={value:g}")] = line
     columns = [label for label, _ in lines] + ["paper", "paper +DART"]
     return pd.DataFrame(out).T.reindex(columns=columns).fillna("")
 
 
-def imb_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
+def imb_block(*, settings: Settings, rows: pd.DataFrame, outcomes: Outcomes | None) -> pd.DataFrame:
     """The appendix's CIFAR-10C-imb table (:data:`IMB_METHODS`) at the paper's g_phi and the
     profile's: :func:`accuracy_block`'s accuracies, then :func:`every_method_block`'s gains."""
     common = dict(settings=settings, rows=rows, outcomes=outcomes, methods=list(IMB_METHODS), shift="online-imb")

@@ -151,27 +151,51 @@ def note_readings(results: pd.DataFrame, report_rows: pd.DataFrame) -> pd.DataFr
     return table
 
 
-def beside_paper_block(*, results: pd.DataFrame, report_rows: pd.DataFrame, methods: Sequence[str]) -> pd.DataFrame:
-    """Table 1's CIFAR-10C-LT block as docs/results.md prints it: per row and rho "ours / paper"
-    (mean over the corruptions of ``results``, one decimal), and on each +DART row DART's gain at
-    every rho, ours / paper, from the unrounded means; NOTE+DART's other reading (``report_rows``,
-    ``dart_use=report``) follows NOTE+DART as the row "NOTE+DART (report)"."""
+def _signed(value: float) -> str:
+    """A gain with its sign at one decimal; one that rounds to zero is "+0.0", not "-0.0"."""
+    return f"{round(value, 1) + 0.0:+.1f}"
+
+
+def beside_paper_block(*, results: pd.DataFrame, report_rows: pd.DataFrame, methods: Sequence[str],
+                       corruptions: Sequence[str] = CORRUPTIONS) -> pd.DataFrame:
+    """Table 1's CIFAR-10-C CIFAR-10C-LT block as docs/results.md prints it: per row and rho "ours /
+    paper" (our mean over ``corruptions``, the paper's over all 15, one decimal), and on each +DART
+    row DART's gain over its method's row at every rho, ours / paper, from the unrounded means. A cell
+    whose rows do not cover ``corruptions`` reads "not run (k of K)", and so does a gain with such a
+    side. NOTE+DART's other reading (``report_rows``, ``dart_use=report``) follows NOTE+DART as the
+    row "NOTE+DART (report)", the paper's NOTE+DART beside it (the paper has one reading)."""
     order = row_order(methods)
-    ours, paper = accuracy_by_row(with_row_labels(results), order), paper_table1(order)
-    if len(report_rows):
-        report = accuracy_by_row(with_row_labels(report_rows), ["NOTE+DART"]).rename(index={"NOTE+DART": "NOTE+DART (report)"})
+    labelled = with_row_labels(results)
+    if len(report_rows) and "NOTE+DART" in order:
         at = order.index("NOTE+DART") + 1
+        labelled = pd.concat([labelled, with_row_labels(report_rows).assign(row="NOTE+DART (report)")])
         order = [*order[:at], "NOTE+DART (report)", *order[at:]]
-        ours = pd.concat([ours, report]).reindex(order)
-        paper = pd.concat([paper, paper.loc[["NOTE+DART"]].rename(index={"NOTE+DART": "NOTE+DART (report)"})]).reindex(order)
-    out = pd.DataFrame({c.replace("rho=", "rho = "): [f"{o:.1f} / {p:.1f}" for o, p in zip(ours[c], paper[c])]
-                        for c in ours.columns}, index=order)
-    gains = []
-    for row in order:
-        base = row.split("+")[0]
-        gains.append("" if row == base else "; ".join(f"{ours.loc[row, c] - ours.loc[base, c]:+.1f} / {paper.loc[row, c] - paper.loc[base, c]:+.1f}"
-                                                        for c in ours.columns))
-    out["DART gain at rho = " + "; ".join(c.removeprefix("rho=") for c in ours.columns) + ", ours / paper"] = gains
+    labelled = labelled[labelled.corruption.isin(corruptions)]
+    ours = accuracy_by_row(labelled, order)
+    covered = labelled.pivot_table(
+        index="row", columns="shift_param", values="corruption", aggfunc="nunique").reindex(order).fillna(0)
+    covered.columns = ours.columns
+    paper = paper_table1([r.replace(" (report)", "") for r in order]).set_axis(order, axis=0)
+    bases = {r: r.split("+")[0] for r in order}  # a +DART row's method row; the report row's is NOTE's
+    gain = pd.DataFrame({r: ours.loc[r] - ours.loc[b] for r, b in bases.items() if r != b}).T
+    paper_gain = pd.DataFrame({r: paper.loc[r] - paper.loc[b] for r, b in bases.items() if r != b}).T
+    k = len(corruptions)
+
+    def cell(row: str, column: str) -> str:
+        got = int(covered.loc[row, column])
+        return f"{ours.loc[row, column]:.1f} / {paper.loc[row, column]:.1f}" if got == k else f"not run ({got} of {k})"
+
+    def gains(row: str) -> str:
+        if row not in gain.index:
+            return ""
+        return "; ".join(f"{_signed(gain.loc[row, c])} / {_signed(paper_gain.loc[row, c])}"
+                         if min(covered.loc[row, c], covered.loc[bases[row], c]) == k
+                         else f"not run ({int(min(covered.loc[row, c], covered.loc[bases[row], c]))} of {k})"
+                         for c in ours.columns)
+
+    out = pd.DataFrame({c.replace("rho=", "rho = "): [cell(r, c) for r in order] for c in ours.columns}, index=order)
+    out["DART gain at rho = " + "; ".join(c.removeprefix("rho=") for c in ours.columns) + ", ours / paper"] = [
+        gains(r) for r in order]
     return out
 
 

@@ -376,6 +376,11 @@ def _cmd_train_refiners(args: argparse.Namespace) -> int:
     from dartlib.experiments.settings import Settings
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
 
+    if args.paper_tables:
+        return _train_paper_table_refiners(args)
+    if not args.variants:
+        print("error: give --variants NAME[,NAME...] or --paper-tables", file=sys.stderr)
+        return 2
     names = [n for n in args.variants.split(",") if n]
     for name in names:
         try:
@@ -389,6 +394,36 @@ def _cmd_train_refiners(args: argparse.Namespace) -> int:
     _writable(*_data_folders())
     train_variants(settings=settings, names=names, progress=True)
     print(f"{args.profile}: refiners of {', '.join(names)} trained (or found) beside {settings.checkpoint().name}")
+    return 0
+
+
+def _train_paper_table_refiners(args: argparse.Namespace) -> int:
+    """Notebooks 07 and 08's refiners at the paper's configuration, pass by pass in the order of
+    :data:`dartlib.studies.paper_refiners.PASS_ORDER` (``--passes``: a subset), each resumable."""
+    import torch
+
+    from dartlib.dart.intermediate import load_or_train_refiners
+    from dartlib.experiments.settings import Settings
+    from dartlib.experiments.source_setup import prepare_source
+    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
+    from dartlib.studies.paper_refiners import PASS_ORDER, paper_table_refiners
+
+    wanted = [n for n in (args.passes or ",".join(PASS_ORDER)).split(",") if n]
+    unknown = sorted(set(wanted) - set(PASS_ORDER))
+    if unknown:
+        print(f"error: unknown pass {', '.join(unknown)}; valid: {', '.join(PASS_ORDER)}", file=sys.stderr)
+        return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    settings = Settings.from_params(load_profile(args.profile))
+    _writable(*_data_folders())
+    passes = paper_table_refiners(settings=settings)
+    setup = prepare_source(settings=settings)
+    for name in wanted:
+        configs = passes[name]
+        print(f"{args.profile}: pass {name}: {len(configs)} refiners ({', '.join(configs)})", flush=True)
+        load_or_train_refiners(setup.checkpoint, setup.model, setup.train, list(configs.values()), progress=True)
+        print(f"{args.profile}: pass {name} trained (or found) beside {setup.checkpoint.name}", flush=True)
     return 0
 
 
@@ -1038,7 +1073,12 @@ def _parser_train_refiners(sub) -> None:
     tref = sub.add_parser("train-refiners", help="train (or resume) notebook 15's refiners g_phi (e.g. the paper's "
                                                 "configuration, alpha0.1-epochs50): hours of one core, resumable by epoch")
     tref.add_argument("--profile", default=DEFAULT_PROFILE, help="the profile whose source model and settings they use")
-    tref.add_argument("--variants", required=True,
+    tref.add_argument("--paper-tables", action="store_true",
+                      help="instead of --variants: every refiner notebooks 07 and 08 need at the paper's configuration "
+                           "(50 epochs at alpha 0.1; dartlib.studies.paper_refiners), one resumable pass at a time")
+    tref.add_argument("--passes", help="with --paper-tables: a comma-separated subset of batch64, unif-lt, batch32, "
+                                       "batch128 (default: all, in that order)")
+    tref.add_argument("--variants",
                       help="comma-separated variants of dartlib.studies.diagnosis.VARIANTS; those sharing their "
                            "intermediate batches train in one pass (name one to resume its own pass's state file)")
     tref.add_argument("--threads", type=positive_int, help="torch CPU threads (1 reproduces the committed refiners)")

@@ -59,9 +59,11 @@ def test_a_refiner_edited_under_its_own_config_is_refused_by_the_manifest(smoke_
     blob = load_weights(path)
     blob["module"] = {k: v * 1.5 for k, v in blob["module"].items()}  # name and config kept, weights scaled
     save_weights(blob, path=path)
-    with pytest.raises(DamagedFileError, match="its sha256 differs from the one MANIFEST.json records"):
+    with pytest.raises(DamagedFileError, match="its sha256 differs from the one MANIFEST.json records") as err:
         intermediate._load(path, checkpoint=smoke_dir / f"{SMOKE}.pt")
     assert not path.exists()
+    # retraining it would not end the refusal (a new file's bytes differ too): the remedy says so
+    assert "artefacts manifest" in err.value.remedy and "run the same command again" not in err.value.remedy
 
 
 def test_an_iabn_copy_under_another_epoch_count_is_refused(smoke_dir):

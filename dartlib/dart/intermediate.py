@@ -35,12 +35,12 @@ from dartlib.dart.refiner import (
     refine,
 )
 from dartlib.data.protocols import apportion, batches, class_balanced, dirichlet_stream, long_tailed_counts
-from dartlib.data.files import REGENERATE, DamagedFileError, set_aside
+from dartlib.data.files import DamagedFileError
 from dartlib.data.sources import Dataset
 from dartlib.devices import autocast, default_device, resident
 from dartlib.models.backbones import GroupedBNAdapted, frozen_bn_adapted
 from dartlib.data.augmentation import images_to_float, to_tensor
-from dartlib.models.artefacts import manifest_problem, weights_digest
+from dartlib.models.artefacts import manifest_problem, refused, weights_digest
 from dartlib.models import states
 from dartlib.models.checkpoints import load_weights, save_weights
 from dartlib.models.training import cosine_lr
@@ -548,19 +548,23 @@ def _load(path: Path, *, checkpoint: Path, tag: str = "") -> tuple[Refiner, list
     problem = refused_because(path, blob, checkpoint=checkpoint, tag=tag)
     if problem is None:
         try:
-            return _from_blob(blob), blob["log"]
+            refiner = _from_blob(blob)
         except (RuntimeError, TypeError, KeyError, IndexError) as err:  # a size mismatch, a setting it lacks
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             problem = f"its weights or settings do not make a refiner ({first[:160]})"
-    aside = set_aside(path)
-    raise DamagedFileError(path, f"{problem}; set aside as {aside.name}", _refused_remedy(path)) from None
+    if problem is not None:
+        raise refused(path, problem, anew="run the same command again: it trains the refiner anew") from None
+    listed = manifest_problem(path)
+    if listed is not None:
+        raise refused(path, listed, anew="", listed=True)
+    return refiner, blob["log"]
 
 
 def refused_because(path: Path, blob: dict, *, checkpoint: Path, tag: str = "") -> str | None:
     """Why the refiner file ``path`` (its contents ``blob``) is not the one its name promises, or
     None: its stored config must derive to its name (:func:`refiner_path` of ``checkpoint`` and
-    ``tag``), the source it records must be ``checkpoint``, and a file listed in the
-    ``MANIFEST.json`` beside it must have the sha256 recorded there."""
+    ``tag``) and the source it records must be ``checkpoint``. (:func:`_load` then compares a file
+    listed in the ``MANIFEST.json`` beside it with the sha256 recorded there.)"""
     try:
         config = DartConfig(**blob["config"])
     except (TypeError, ValueError) as err:
@@ -572,15 +576,7 @@ def refused_because(path: Path, blob: dict, *, checkpoint: Path, tag: str = "") 
     source = (blob.get("meta") or {}).get("source_checkpoint")
     if source is not None and source != checkpoint.name:
         return f"it was trained for the source model {source}, not {checkpoint.name}"
-    return manifest_problem(path)
-
-
-def _refused_remedy(path: Path) -> str:
-    """A committed file is restored from git; any other is trained anew by the same command."""
-    from dartlib.models.checkpoints import _damaged_remedy
-
-    remedy = _damaged_remedy(path)
-    return remedy if remedy != REGENERATE else "run the same command again: it trains the file anew"
+    return None
 
 
 LOG_EVERY = 50  # steps between the entries a compacted training log keeps

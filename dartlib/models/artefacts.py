@@ -192,6 +192,24 @@ def manifest_problem(path: Path) -> str | None:
         return None
     return f"its sha256 differs from the one {manifest.name} records for it (another file under its name, or an edit)"
 
+def refused(path: Path, problem: str, *, anew: str, listed: bool = False) -> DamagedFileError:
+    """Set the trained file ``path`` aside (:func:`dartlib.data.files.set_aside`) and return the
+    error naming it. The remedy: for a file that disagrees with the manifest (``listed``), restore the
+    committed one or record a retrained one; else, for a committed file, restore it from git; for any
+    other, ``anew`` (the same command trains it again)."""
+    from dartlib.data.files import REGENERATE, set_aside
+    from dartlib.models.checkpoints import _damaged_remedy
+
+    aside = set_aside(path)
+    if listed:
+        remedy = (f"`git checkout -- {path}` restores the committed file; a file retrained on purpose is recorded by "
+                  f"moving {aside.name} back and running `python -m dartlib artefacts manifest`")
+    else:
+        remedy = _damaged_remedy(path)
+        remedy = anew if remedy == REGENERATE else remedy
+    return DamagedFileError(path, f"{problem}; set aside as {aside.name}", remedy)
+
+
 
 def retrained_within_tolerance(*, committed: float, retrained: float, n: int, k: float = 3.0) -> tuple[bool, float]:
     """Whether a retrained model's clean accuracy (%) is within ``k`` binomial standard errors of

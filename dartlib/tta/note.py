@@ -28,7 +28,8 @@ from torch.nn import functional as F
 
 from dartlib import __version__
 from dartlib.dart.refiner import Refiner
-from dartlib.data.files import DamagedFileError, set_aside
+from dartlib.data.files import DamagedFileError
+from dartlib.models.artefacts import manifest_problem, refused
 from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
 from dartlib.models import states
@@ -193,10 +194,8 @@ def _restore_finetune(path: Path, identity: str, net: nn.Module, opt: torch.opti
 def refused_because(path: Path, meta: object, *, checkpoint: Path) -> str | None:
     """Why the IABN copy ``path`` (its metadata ``meta``) is not the one its name promises, or None:
     its recorded epochs, k and subset must derive to its name (:func:`iabn_path` of ``checkpoint``),
-    its log must hold those epochs, its source must be ``checkpoint``, and a file listed in the
-    ``MANIFEST.json`` beside it must have the sha256 recorded there."""
-    from dartlib.models.artefacts import manifest_problem
-
+    its log must hold those epochs and its source must be ``checkpoint`` (:func:`load_or_finetune_iabn`
+    then compares a file listed in the ``MANIFEST.json`` beside it with the sha256 recorded there)."""
     if not isinstance(meta, dict) or not isinstance(meta.get("epochs"), int) or not isinstance(meta.get("k"), (int, float)):
         return "its metadata records no epochs and k"
     named = iabn_path(checkpoint, epochs=meta["epochs"], k=meta["k"], per_class=meta.get("per_class"))
@@ -206,7 +205,7 @@ def refused_because(path: Path, meta: object, *, checkpoint: Path) -> str | None
         return f"its log does not hold its {meta['epochs']} epochs"
     if meta.get("source_checkpoint", checkpoint.name) != checkpoint.name:
         return f"it was fine-tuned from {meta['source_checkpoint']}, not {checkpoint.name}"
-    return manifest_problem(path)
+    return None
 
 
 def iabn_path(checkpoint: Path, *, epochs: int, k: float = IABN_K, per_class: int | None = None) -> Path:
@@ -243,19 +242,14 @@ def load_or_finetune_iabn(
     if problem is None:
         try:
             net.load_state_dict(blob["model"])
-            return net.eval(), blob["meta"]
         except RuntimeError as err:  # weights of another architecture
             problem = f"its weights are not those of this model ({str(err).strip().splitlines()[0][:160]})"
-    aside = set_aside(path)
-    raise DamagedFileError(path, f"{problem}; set aside as {aside.name}", _refused_remedy(path))
-
-
-def _refused_remedy(path: Path) -> str:
-    from dartlib.data.files import REGENERATE
-    from dartlib.models.checkpoints import _damaged_remedy
-
-    remedy = _damaged_remedy(path)
-    return remedy if remedy != REGENERATE else "run the same command again: it fine-tunes the copy anew"
+    if problem is not None:
+        raise refused(path, problem, anew="run the same command again: it fine-tunes the copy anew")
+    listed = manifest_problem(path)
+    if listed is not None:
+        raise refused(path, listed, anew="", listed=True)
+    return net.eval(), blob["meta"]
 
 
 class PredictionBalancedMemory:

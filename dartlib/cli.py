@@ -475,7 +475,9 @@ def _cmd_artefacts(args: argparse.Namespace) -> int:
         print(f"error: {line}", file=sys.stderr)
     if not problems:
         print(f"{artefacts.MANIFEST}: every committed artefact present with its sha256")
-    return 1 if problems else 0
+    kinds = {p.kind for p in problems}
+    # the documented statuses: a damaged file first, then a missing one; an unlisted file fails the check
+    return EXIT_DAMAGED if "damaged" in kinds else EXIT_MISSING if "missing" in kinds else int(bool(problems))
 
 
 def _cmd_reference(args: argparse.Namespace) -> int:

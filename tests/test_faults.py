@@ -135,7 +135,7 @@ def test_note_iabn_copy_is_written_under_a_unique_name(tmp_path, monkeypatch):
 
     model = build("small-cnn", num_classes=3)
     checkpoint = tmp_path / "src.pt"
-    monkeypatch.setattr(note, "finetune_iabn", lambda model, train, **kw: (note.to_iabn(model), []))
+    monkeypatch.setattr(note, "finetune_iabn", lambda model, train, **kw: (note.to_iabn(model), [{"epoch": 1, "seconds": 0.0}]))
     written, real_save = [], torch.save
     monkeypatch.setattr(note.torch, "save", lambda obj, f: (written.append(Path(f)), real_save(obj, f)))
     net, meta = note.load_or_finetune_iabn(checkpoint, model, None, epochs=1, device="cpu", progress=False)
@@ -321,7 +321,7 @@ def test_truncated_refiner_names_it(tmp_path):
     path = tmp_path / "src.dart-0123456789ab.pt"
     path.write_bytes(b"PK\x03\x04 cut")
     with pytest.raises(DamagedFileError, match="dart-0123456789ab.pt is damaged"):
-        intermediate._load(path)
+        intermediate._load(path, checkpoint=tmp_path / "src.pt")
 
 
 def test_training_data_must_match_the_checkpoint_digest(tmp_path):

@@ -760,13 +760,19 @@ def _build_lock(path: Path):
     """An exclusive lock on ``path`` (created) for the ``with`` block; the file is removed after it.
     The kernel releases the lock when the process ends, however it ends."""
     import fcntl
+    import os
 
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    from dartlib.data.files import open_lock
+
+    fd = open_lock(path, folder=path.parent)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
             path.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
 
 
 def _owner_gone(lock: Path, pid: int) -> bool:
@@ -775,14 +781,17 @@ def _owner_gone(lock: Path, pid: int) -> bool:
     import fcntl
     import os
 
-    if lock.is_file():
+    if lock.is_file() and not lock.is_symlink():
         try:
-            with open(lock, "a") as fh:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:  # cannot open it (another user's): leave it
             return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: the build runs
+            return False
+        finally:
+            os.close(fd)
         return True
     try:
         os.kill(pid, 0)

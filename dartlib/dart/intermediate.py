@@ -40,7 +40,8 @@ from dartlib.data.sources import Dataset
 from dartlib.devices import autocast, default_device, resident
 from dartlib.models.backbones import GroupedBNAdapted, frozen_bn_adapted
 from dartlib.data.augmentation import images_to_float, to_tensor
-from dartlib.models.artefacts import weights_digest
+from dartlib.models.artefacts import manifest_problem, refused, weights_digest
+from dartlib.models import states
 from dartlib.models.checkpoints import load_weights, save_weights
 from dartlib.models.training import cosine_lr
 
@@ -234,7 +235,8 @@ def _train_pass(
         learners.append(_Learner(config, num_classes=train.num_classes, feature_dim=feature_dim, head=head, total=total,
                                  device=device))
     identity = _pass_identity(model, train, configs, max_steps=max_steps, probe=probe)
-    first_epoch, earlier_seconds = _restore_pass(resume, identity, learners, device=device) if resume else (0, 0.0)
+    first_epoch, earlier_seconds = (_restore_pass(resume, identity, learners, device=device, steps=steps) if resume
+                                     else (0, 0.0))
     names = ", ".join(sorted({c.variant for c in configs}))
     bar = tqdm(total=max(l.total for l in learners), initial=max(l.step for l in learners),
                desc=f"intermediate training ({names}, {len(configs)} at once)",
@@ -393,25 +395,57 @@ def _pass_identity(model: nn.Module, train: Dataset, configs: list[DartConfig], 
 
 
 def _save_pass(path: Path, identity: dict, learners: list[_Learner], *, epochs_done: int, seconds: float) -> None:
-    """Every learner's modules, optimiser state, step and log after ``epochs_done`` epochs."""
+    """Every learner's modules, optimiser state, step and log after ``epochs_done`` epochs, sealed
+    with their digest (:func:`dartlib.models.states.sealed`)."""
     state = [{"module": l.module.state_dict(), "detector": l.detector.state_dict() if l.detector else None,
               "optimizer": l.opt.state_dict(), "step": l.step, "log": l.log} for l in learners]
-    save_weights({"identity": identity, "epochs_done": epochs_done, "seconds": seconds, "learners": state,
-                  "torch_rng": torch.get_rng_state()}, path=path)
+    save_weights(states.sealed({"identity": identity, "epochs_done": epochs_done, "seconds": seconds, "learners": state,
+                         "torch_rng": torch.get_rng_state()}), path=path)
 
 
-def _restore_pass(path: Path, identity: dict, learners: list[_Learner], *, device: str) -> tuple[int, float]:
+def _check_pass(blob: dict, learners: list[_Learner], *, steps: int) -> None:
+    """Raise :class:`~dartlib.models.states.StateProblem` unless ``blob`` is a state the pass of
+    ``learners`` (``steps`` optimiser steps per epoch) can continue: one entry per learner, each
+    learner's step count ``min(its total, epochs_done * steps)`` and its optimiser's alike, one log
+    entry per step, every weight and optimiser tensor of its module's shape and finite."""
+    epochs_done = states.count("its epochs_done", blob["epochs_done"], low=1,
+                               high=max(l.config.epochs for l in learners))
+    states.seconds(blob["seconds"])
+    states.rng_state(blob.get("torch_rng"))
+    saved = blob["learners"]
+    if not isinstance(saved, list) or len(saved) != len(learners):
+        size = len(saved) if isinstance(saved, list) else type(saved).__name__
+        raise states.StateProblem(f"it holds {size} learners, the pass trains {len(learners)}")
+    for i, (learner, state) in enumerate(zip(learners, saved)):
+        what = f"learner {i + 1} ({learner.config.variant}, alpha {learner.config.alpha:g})"
+        if not isinstance(state, dict) or not {"module", "detector", "optimizer", "step", "log"} <= set(state):
+            raise states.StateProblem(f"{what} lacks its module, optimiser, step or log")
+        expected = min(learner.total, epochs_done * steps)
+        step = states.count(f"{what}'s step", state["step"], low=0, high=learner.total)
+        if step != expected:
+            raise states.StateProblem(f"{what} is at step {step}, {epochs_done} epochs of {steps} steps give {expected}")
+        log = state["log"]
+        last = log[-1] if isinstance(log, list) and log and isinstance(log[-1], dict) else {}
+        if (not isinstance(log, list) or len(log) != step
+                or (step and (last.get("step") != step or last.get("epoch") not in range(1, epochs_done + 1)))):
+            raise states.StateProblem(f"{what}'s log does not record its {step} steps")
+        states.same_tensors(f"{what}'s module", state["module"], learner.module.state_dict())
+        if learner.detector is not None:
+            states.same_tensors(f"{what}'s detector", state["detector"], learner.detector.state_dict())
+        states.optimizer_state(f"{what}'s optimiser", state["optimizer"], learner.opt, steps=step)
+
+
+def _restore_pass(path: Path, identity: dict, learners: list[_Learner], *, device: str,
+                  steps: int) -> tuple[int, float]:
     """Load a pass saved by :func:`_save_pass` into ``learners``; returns (first epoch to run,
-    seconds spent so far), or (0, 0.0) where there is no file, it belongs to another pass, or it
-    is damaged (cut short by a full disk, say: the pass then starts over, and overwrites it)."""
-    if not path.is_file():
-        return 0, 0.0
-    try:
-        blob = load_weights(path, map_location=device, required=("identity", "epochs_done", "seconds", "learners"))
-    except DamagedFileError as err:
-        warnings.warn(f"{err}; the refiners' training starts over", stacklevel=2)
-        return 0, 0.0
-    if blob["identity"] != identity:
+    seconds spent so far), or (0, 0.0) where there is no file or it belongs to another pass. A
+    state that is damaged (cut short by a full disk, say), altered after it was saved (its digest)
+    or not one the pass can continue (:func:`_check_pass`) is set aside with one warning naming it,
+    and the pass starts over."""
+    blob = states.open_state(path, what="the refiners' training", map_location=device,
+                             required=("identity", "epochs_done", "seconds", "learners"),
+                             check=lambda b: b["identity"] != identity or _check_pass(b, learners, steps=steps))
+    if blob is None or blob["identity"] != identity:
         return 0, 0.0
     for learner, state in zip(learners, blob["learners"]):
         learner.module.load_state_dict(state["module"])
@@ -501,21 +535,48 @@ def load_or_train_refiners(
                   timing={"seconds": seconds, "trained_with": len(group)}, probe=probe)
             fresh[path] = (refiner, log)
         in_progress.unlink(missing_ok=True)
-    return [fresh[path] if path in fresh else _load(path) for path in paths]
+    return [fresh[path] if path in fresh else _load(path, checkpoint=checkpoint, tag=tag) for path in paths]
 
 
-def _load(path: Path) -> tuple[Refiner, list[dict]]:
-    """A saved refiner; weights whose shapes its settings do not give (another g_phi saved under
-    this name) raise :class:`~dartlib.data.files.DamagedFileError` naming the file."""
-    from dartlib.data.files import DamagedFileError
-
+def _load(path: Path, *, checkpoint: Path, tag: str = "") -> tuple[Refiner, list[dict]]:
+    """The refiner saved at ``path`` for the source ``checkpoint``, once it is seen to be what its
+    name says (:func:`refused_because`). One that is not is set aside
+    (:func:`dartlib.data.files.set_aside`) and :class:`~dartlib.data.files.DamagedFileError` names
+    it: a refiner of another configuration copied under this name would otherwise be applied as
+    this one, and every row computed with it would be wrong without a sign."""
     blob = load_weights(path, required=("module", "config", "num_classes", "log"))
+    problem = refused_because(path, blob, checkpoint=checkpoint, tag=tag)
+    if problem is None:
+        try:
+            refiner = _from_blob(blob)
+        except (RuntimeError, TypeError, KeyError, IndexError) as err:  # a size mismatch, a setting it lacks
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            problem = f"its weights or settings do not make a refiner ({first[:160]})"
+    if problem is not None:
+        raise refused(path, problem, anew="run the same command again: it trains the refiner anew") from None
+    listed = manifest_problem(path)
+    if listed is not None:
+        raise refused(path, listed, anew="", listed=True)
+    return refiner, blob["log"]
+
+
+def refused_because(path: Path, blob: dict, *, checkpoint: Path, tag: str = "") -> str | None:
+    """Why the refiner file ``path`` (its contents ``blob``) is not the one its name promises, or
+    None: its stored config must derive to its name (:func:`refiner_path` of ``checkpoint`` and
+    ``tag``) and the source it records must be ``checkpoint``. (:func:`_load` then compares a file
+    listed in the ``MANIFEST.json`` beside it with the sha256 recorded there.)"""
     try:
-        return _from_blob(blob), blob["log"]
-    except (RuntimeError, TypeError, KeyError, IndexError) as err:  # a size mismatch, a setting it lacks
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise DamagedFileError(path, f"its weights or settings do not make a refiner ({first[:160]})",
-                               "delete it: the next run trains it again") from None
+        config = DartConfig(**blob["config"])
+    except (TypeError, ValueError) as err:
+        return f"its config is not a DART configuration ({str(err)[:120]})"
+    named = refiner_path(checkpoint, config, tag=tag)
+    if named != path:
+        return (f"it holds another refiner ({config.variant}, alpha {config.alpha:g}, {config.epochs} epochs, "
+                f"hidden {config.hidden}, N_dir {config.n_dir}), whose name is {named.name}")
+    source = (blob.get("meta") or {}).get("source_checkpoint")
+    if source is not None and source != checkpoint.name:
+        return f"it was trained for the source model {source}, not {checkpoint.name}"
+    return None
 
 
 LOG_EVERY = 50  # steps between the entries a compacted training log keeps

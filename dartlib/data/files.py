@@ -40,6 +40,38 @@ class CacheDiscardedWarning(UserWarning):
     computations; the message names the file."""
 
 
+class DiscardedStateWarning(UserWarning):
+    """A saved resume state (a pass's or a fine-tuning's state between epochs) that failed its check
+    when read: it was set aside (:func:`set_aside`) and the work starts over; the message names the
+    file, what is wrong and where it now lies."""
+
+
+def set_aside(path: Path) -> Path:
+    """Rename ``path`` to ``<name>.refused-<pid>-<token>`` beside it, so that a file that is not what
+    its name says is never read again under that name (and is kept for a look); returns the new path.
+    The new name ends in neither ``.pt`` nor ``.json``, so no reader's pattern finds it."""
+    aside = path.with_name(f"{path.name}.refused-{os.getpid()}-{secrets.token_hex(4)}")
+    os.replace(path, aside)
+    return aside
+
+
+def open_lock(path: Path, *, folder: Path) -> int:
+    """A file descriptor on the lock file ``path``, opened for writing without following a link,
+    creating it where absent and never truncating it: a lock planted as a link (to another file, or
+    dangling) raises :class:`DamagedFileError` naming it instead of writing through it. ``path`` must
+    lie directly in ``folder``, the folder it guards."""
+    path = Path(path)
+    if path.parent.resolve() != Path(folder).resolve():
+        raise ValueError(f"the lock {path} is not inside the folder it guards, {folder}")
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP or path.is_symlink():
+            raise DamagedFileError(path, f"the lock file is a symbolic link (to {os.readlink(path)}), never followed",
+                                   f"remove the link (`rm {path}`) and run the same command again") from None
+        raise
+
+
 def committed_remedy(path: Path | str) -> str:
     """The remedy for a damaged file that is part of the repository."""
     return f"restore it with `git checkout -- {path}`"
@@ -47,8 +79,12 @@ def committed_remedy(path: Path | str) -> str:
 
 def temporary_name(path: Path) -> Path:
     """A hidden name beside ``path``, unique to this process and call, with ``path``'s suffix
-    (``np.save`` and ``np.savez`` append theirs to names without it)."""
-    return path.with_name(f".{path.stem}.{os.getpid()}-{secrets.token_hex(4)}.tmp{path.suffix}")
+    (``np.save`` and ``np.savez`` append theirs to names without it), created here as an empty
+    regular file (exclusively, never through a link) so that the writer that opens it next writes
+    into a file of its own and nowhere else. ``path``'s folder must exist."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}-{secrets.token_hex(4)}.tmp{path.suffix}")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+    return tmp
 
 
 # The errors of a write the user can act on: no space (or quota) left, no permission, a read-only file system.
@@ -159,9 +195,10 @@ def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path to write; on success it replaces ``path``, on failure it is removed.
     A write that fails for want of space or permission raises :class:`NotWritableError` naming
     ``path`` (not the temporary name)."""
-    tmp = temporary_name(path)
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = temporary_name(path)
         yield tmp
         os.replace(tmp, path)
     except OSError as err:
@@ -177,7 +214,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
         raise
     finally:
         try:
-            tmp.unlink(missing_ok=True)
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
         except OSError:
             pass
 

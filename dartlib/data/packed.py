@@ -19,14 +19,13 @@ import importlib.util
 import io
 import json
 import lzma
-import os
 import sys
 from concurrent.futures import Executor
 from pathlib import Path
 
 import numpy as np
 
-from dartlib.data.files import write_text_atomic
+from dartlib.data.files import atomic_path, write_text_atomic
 from dartlib.data.sources import _cache_path, _contents_digest, _image_files, _record_path
 
 MAGIC = b"DARTPACK1\n"
@@ -72,14 +71,12 @@ def pack_image_folder(root: Path | str, out: Path | str, *, preset: int = 6, fro
     index, blobs = collect_image_folder(root, frost=frost)
     head = json.dumps(index).encode()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    with lzma.open(tmp, "wb", preset=preset) as fh:
+    with atomic_path(out) as tmp, lzma.open(tmp, "wb", preset=preset) as fh:
         fh.write(MAGIC)
         fh.write(len(head).to_bytes(8, "little"))
         fh.write(head)
         for data in blobs:
             fh.write(data)
-    os.replace(tmp, out)
     return index
 
 
@@ -169,9 +166,8 @@ def install_as_image_folder(split_arrays: dict[str, tuple[np.ndarray, np.ndarray
         (root / split).mkdir(parents=True, exist_ok=True)
         cache = _cache_path(f"cifar10-{split}-None", root / split)
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp.npz")
-        np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
-        os.replace(tmp, cache)
+        with atomic_path(cache) as tmp:
+            np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
         # the folder holds no image files: the cache is the data, recorded by its sha256 (sources._cache_problem)
         write_text_atomic(_record_path(cache), _contents_digest(images, labels, tuple(classes)) + "\n")
     return root

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from dartlib.data.files import atomic_path
 from dartlib.paths import data_root
 from dartlib.registry import Registry
 
@@ -249,7 +249,6 @@ def cached(protocol: str, labels: np.ndarray, *, cache_dir: Path | None = None, 
         return np.load(path)
     indices = fn(labels, **params)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-    np.save(tmp, indices)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        np.save(tmp, indices)
     return indices

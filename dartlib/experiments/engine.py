@@ -135,12 +135,18 @@ class SharedSourceLogits:
     def _locked(path: Path):
         import contextlib
         import fcntl
+        import os
+
+        from dartlib.data.files import open_lock
 
         @contextlib.contextmanager
         def hold():
-            with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            fd = open_lock(path.with_name(f".{path.name}.lock"), folder=path.parent)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
                 yield
+            finally:
+                os.close(fd)  # releases the lock
 
         return hold()
 

@@ -31,6 +31,7 @@ import fcntl
 from contextlib import contextmanager
 import hashlib
 import json
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -43,7 +44,7 @@ from types import MappingProxyType
 import pandas as pd
 from tqdm import tqdm
 
-from dartlib.data.files import DamagedFileError, atomic_path
+from dartlib.data.files import DamagedFileError, atomic_path, open_lock
 from dartlib.experiments.outcomes import read_sidecar, write_lines
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
@@ -178,9 +179,12 @@ def shard(cells: Sequence[Cell], spec: str) -> list[Cell]:
 @contextmanager
 def _results_lock(path: Path) -> Iterator[None]:
     """The exclusive lock that every writer of results file ``path`` (and of its outcomes) holds."""
-    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    fd = open_lock(path.with_name(f".{path.name}.lock"), folder=path.parent)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> None:
@@ -312,7 +316,7 @@ class CellClaims:
 
     def __enter__(self) -> CellClaims:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a")
+        self._file = os.fdopen(open_lock(self.path, folder=self.path.parent), "r+b", buffering=0)
         return self
 
     def __exit__(self, *exc) -> None:

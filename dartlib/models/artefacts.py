@@ -141,29 +141,74 @@ def read_manifest(path: Path = MANIFEST) -> dict:
     return manifest
 
 
-def verify_manifest(directory: Path = COMMITTED_DIR) -> list[str]:
+class ManifestProblem(str):
+    """One line of :func:`verify_manifest`; ``kind`` says what the command's exit status reports:
+    ``damaged`` (a sha256 that differs, an unreadable manifest), ``missing`` (a listed file
+    absent) or ``unlisted`` (a committed-stem file the manifest lacks)."""
+
+    def __new__(cls, text: str, kind: str) -> ManifestProblem:
+        line = super().__new__(cls, text)
+        line.kind = kind
+        return line
+
+
+def verify_manifest(directory: Path = COMMITTED_DIR) -> list[ManifestProblem]:
     """Problems between the manifest and the files (empty when every listed file is present with
-    its sha256, and every committed-stem file is listed)."""
+    its sha256, and every committed-stem file is listed), each a :class:`ManifestProblem`."""
     path = directory / MANIFEST.name
     if not path.is_file():
-        return [f"{path}: missing; run `python -m dartlib artefacts manifest`"]
+        return [ManifestProblem(f"{path}: missing; run `python -m dartlib artefacts manifest`", "missing")]
     try:
         listed = {e["file"]: e for e in read_manifest(path)["files"]}
     except DamagedFileError as err:
-        return [str(err)]
+        return [ManifestProblem(str(err), "damaged")]
     problems = []
     for name, entry in listed.items():
         file = directory / name
         if not file.is_file():
-            problems.append(f"{file}: listed in {path.name} but absent (restore it with `git checkout -- {file}`)")
+            problems.append(ManifestProblem(f"{file}: listed in {path.name} but absent (restore it with "
+                                            f"`git checkout -- {file}`)", "missing"))
         elif sha256_of(file) != entry["sha256"]:
-            problems.append(f"{file}: sha256 differs from {path.name} (retrained or damaged; `git checkout -- {file}` "
-                            "restores the committed one, `python -m dartlib artefacts manifest` records a new one)")
+            problems.append(ManifestProblem(
+                f"{file}: sha256 differs from {path.name} (retrained or damaged; `git checkout -- {file}` "
+                "restores the committed one, `python -m dartlib artefacts manifest` records a new one)", "damaged"))
     for file in committed_files(directory):
         if file.name not in listed:
-            problems.append(f"{file}: not in {path.name}; commit it and run `python -m dartlib artefacts manifest`, "
-                            "or delete it if it was trained by mistake")
+            problems.append(ManifestProblem(
+                f"{file}: not in {path.name}; commit it and run `python -m dartlib artefacts manifest`, "
+                "or delete it if it was trained by mistake", "unlisted"))
     return problems
+
+
+def manifest_problem(path: Path) -> str | None:
+    """What is wrong with a trained file for the ``MANIFEST.json`` beside it, if that lists it: its
+    sha256 differs from the one recorded (another file copied over it, or an edit); None when the
+    folder has no manifest, the manifest does not list the file, or the bytes agree."""
+    manifest = path.parent / MANIFEST.name
+    if not manifest.is_file():
+        return None
+    entry = next((e for e in read_manifest(manifest)["files"] if e["file"] == path.name), None)
+    if entry is None or sha256_of(path) == entry["sha256"]:
+        return None
+    return f"its sha256 differs from the one {manifest.name} records for it (another file under its name, or an edit)"
+
+def refused(path: Path, problem: str, *, anew: str, listed: bool = False) -> DamagedFileError:
+    """Set the trained file ``path`` aside (:func:`dartlib.data.files.set_aside`) and return the
+    error naming it. The remedy: for a file that disagrees with the manifest (``listed``), restore the
+    committed one or record a retrained one; else, for a committed file, restore it from git; for any
+    other, ``anew`` (the same command trains it again)."""
+    from dartlib.data.files import REGENERATE, set_aside
+    from dartlib.models.checkpoints import _damaged_remedy
+
+    aside = set_aside(path)
+    if listed:
+        remedy = (f"`git checkout -- {path}` restores the committed file; a file retrained on purpose is recorded by "
+                  f"moving {aside.name} back and running `python -m dartlib artefacts manifest`")
+    else:
+        remedy = _damaged_remedy(path)
+        remedy = anew if remedy == REGENERATE else remedy
+    return DamagedFileError(path, f"{problem}; set aside as {aside.name}", remedy)
+
 
 
 def retrained_within_tolerance(*, committed: float, retrained: float, n: int, k: float = 3.0) -> tuple[bool, float]:

@@ -29,7 +29,8 @@ from dartlib.data.augmentation import augment, augment_resident, to_tensor
 from dartlib.data.sources import Dataset, load
 from dartlib.devices import autocast, default_device, precision, resident
 from dartlib.models.backbones import build
-from dartlib.models.checkpoints import checkpoint_path, load_weights, save_weights
+from dartlib.models import states
+from dartlib.models.checkpoints import checkpoint_path, save_weights
 from dartlib.models.evaluation import batch_accuracy, resident_accuracy
 from dartlib.registry import Registry
 
@@ -217,8 +218,10 @@ def train_source(
     partial = final.with_suffix(".partial.pt")
     history: list[dict] = []
     start_epoch, elapsed = 0, 0.0
-    if partial.is_file():
-        state = load_weights(partial, map_location=device, required=("model", "optimizer", "epoch", "history", "seconds"))
+    state = states.open_state(partial, what="the source model's training", map_location=device,
+                              required=("model", "optimizer", "epoch", "history", "seconds"),
+                              check=lambda state: _check_partial(state, model, opt, epochs=rec.epochs))
+    if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start_epoch, history, elapsed = state["epoch"], state["history"], state["seconds"]
@@ -243,8 +246,8 @@ def train_source(
         if progress:
             print(f"epoch {epoch + 1}/{rec.epochs}: loss {loss_sum / seen:.4f} train {100 * correct / seen:.2f}% "
                   f"test {test_acc:.2f}% ({elapsed / 60:.1f} min)", flush=True)
-        save_weights({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                      "history": history, "seconds": elapsed}, path=partial)
+        save_weights(states.sealed({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
+                                    "history": history, "seconds": elapsed}), path=partial)
     if len(history) < rec.epochs:
         return partial
     meta = {
@@ -261,6 +264,18 @@ def train_source(
     save_weights({"model": state, "meta": meta}, path=final)
     partial.unlink(missing_ok=True)
     return final
+
+
+def _check_partial(state: dict, model: nn.Module, opt: torch.optim.Optimizer, *, epochs: int) -> None:
+    """Raise :class:`~dartlib.models.states.StateProblem` unless ``state`` is a source training that
+    can be continued: its epoch count from 1 to ``epochs`` (the last: finished, not yet saved as the
+    checkpoint), its history one entry per epoch, its weights and momentum buffers the
+    model's shapes and finite."""
+    done = states.count("its epoch", state["epoch"], low=1, high=epochs)
+    states.epoch_log("its history", state["history"], epochs=done)
+    states.seconds(state["seconds"])
+    states.same_tensors("its model", state["model"], model.state_dict())
+    states.optimizer_state("its optimiser", state["optimizer"], opt, steps=None)
 
 
 def _optimizer(model: nn.Module, rec: Recipe) -> torch.optim.SGD:

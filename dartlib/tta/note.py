@@ -29,9 +29,11 @@ from torch.nn import functional as F
 from dartlib import __version__
 from dartlib.dart.refiner import Refiner
 from dartlib.data.files import DamagedFileError
+from dartlib.models.artefacts import manifest_problem, refused
 from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
-from dartlib.models.checkpoints import load_or_train, load_weights, save_weights
+from dartlib.models import states
+from dartlib.models.checkpoints import load_or_train, save_weights
 from dartlib.tta.base import Adapter, Refinement
 from dartlib.tta.basic import entropy, make_optimizer
 
@@ -125,7 +127,7 @@ def finetune_iabn(
     if resume is not None:
         identity = _finetune_identity(net, train, epochs=epochs, batch_size=batch_size, lr=lr,
                                       augmentation=IABN_AUGMENTATION, seed=seed)
-        log = _restore_finetune(resume, identity, net, opt, device=device)
+        log = _restore_finetune(resume, identity, net, opt, device=device, epochs=epochs)
     for epoch in range(len(log), epochs):
         start = time.perf_counter()
         gen = torch.Generator().manual_seed(seed * 1000 + epoch)
@@ -138,8 +140,9 @@ def finetune_iabn(
         log.append({"epoch": epoch + 1, "train_loss": loss_sum / max(1, seen), "train_acc": 100 * correct / max(1, seen),
                     "seconds": time.perf_counter() - start})
         if resume is not None:
-            save_weights({"identity": identity, "model": net.state_dict(), "optimizer": opt.state_dict(), "log": log,
-                          "torch_rng": torch.get_rng_state()}, path=resume)
+            save_weights(states.sealed({"identity": identity, "model": net.state_dict(), "optimizer": opt.state_dict(),
+                                        "log": log, "epochs_done": epoch + 1, "torch_rng": torch.get_rng_state()}),
+                         path=resume)
     return net.eval(), log
 
 
@@ -153,16 +156,30 @@ def _finetune_identity(net: nn.Module, train, **settings) -> str:
     return h.hexdigest()
 
 
-def _restore_finetune(path: Path, identity: str, net: nn.Module, opt: torch.optim.Optimizer, *, device: str) -> list[dict]:
+def _restore_finetune(path: Path, identity: str, net: nn.Module, opt: torch.optim.Optimizer, *, device: str,
+                      epochs: int) -> list[dict]:
     """The log of the epochs saved in ``path`` with ``net``, ``opt`` and the torch RNG restored to
-    their end, or [] with a warning where the file was made from another start or is damaged (cut
-    short by a full disk, say): the fine-tuning then starts over and overwrites it."""
-    if not path.is_file():
-        return []
-    try:
-        state = load_weights(path, map_location=device, required=("identity", "model", "optimizer", "log", "torch_rng"))
-    except DamagedFileError as err:
-        warnings.warn(f"{err}; the IABN fine-tuning starts over", stacklevel=3)
+    their end; [] with a warning where the file was made from another start (the fine-tuning then
+    starts over and overwrites it), and [] with the file set aside where it is damaged (cut short by
+    a full disk, say), altered after it was saved (its digest) or not a state this fine-tuning can
+    continue: the epochs it records (``epochs_done``, where saved) must agree with its log, one
+    entry per epoch numbered from 1, at most ``epochs``, and its weights and momentum buffers must
+    be the model's shapes and finite."""
+    def check(state: dict) -> None:
+        if state["identity"] != identity:
+            return
+        done = states.count("its log's length", len(state["log"]) if isinstance(state["log"], list) else -1,
+                            low=1, high=epochs)
+        if "epochs_done" in state and state["epochs_done"] != done:
+            raise states.StateProblem(f"its log has {done} entries for {state['epochs_done']!r} epochs done")
+        states.epoch_log("its log", state["log"], epochs=done)
+        states.same_tensors("its model", state["model"], net.state_dict())
+        states.optimizer_state("its optimiser", state["optimizer"], opt, steps=None)
+        states.rng_state(state["torch_rng"])
+
+    state = states.open_state(path, what="the IABN fine-tuning", map_location=device, check=check,
+                              required=("identity", "model", "optimizer", "log", "torch_rng"))
+    if state is None:
         return []
     if state["identity"] != identity:
         warnings.warn(f"{path} is an interrupted IABN fine-tuning from another start (weights, data or settings); "
@@ -172,6 +189,23 @@ def _restore_finetune(path: Path, identity: str, net: nn.Module, opt: torch.opti
     opt.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["torch_rng"])
     return list(state["log"])
+
+
+def refused_because(path: Path, meta: object, *, checkpoint: Path) -> str | None:
+    """Why the IABN copy ``path`` (its metadata ``meta``) is not the one its name promises, or None:
+    its recorded epochs, k and subset must derive to its name (:func:`iabn_path` of ``checkpoint``),
+    its log must hold those epochs and its source must be ``checkpoint`` (:func:`load_or_finetune_iabn`
+    then compares a file listed in the ``MANIFEST.json`` beside it with the sha256 recorded there)."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("epochs"), int) or not isinstance(meta.get("k"), (int, float)):
+        return "its metadata records no epochs and k"
+    named = iabn_path(checkpoint, epochs=meta["epochs"], k=meta["k"], per_class=meta.get("per_class"))
+    if named != path:
+        return f"it holds another IABN copy (k {meta['k']:g}, {meta['epochs']} epochs), whose name is {named.name}"
+    if not isinstance(meta.get("log"), list) or len(meta["log"]) != meta["epochs"]:
+        return f"its log does not hold its {meta['epochs']} epochs"
+    if meta.get("source_checkpoint", checkpoint.name) != checkpoint.name:
+        return f"it was fine-tuned from {meta['source_checkpoint']}, not {checkpoint.name}"
+    return None
 
 
 def iabn_path(checkpoint: Path, *, epochs: int, k: float = IABN_K, per_class: int | None = None) -> Path:
@@ -204,7 +238,17 @@ def load_or_finetune_iabn(
     blob = load_or_train(path, train=finetune, required=("model", "meta"))
     partial.unlink(missing_ok=True)
     net = to_iabn(model, k=k)
-    net.load_state_dict(blob["model"])
+    problem = refused_because(path, blob["meta"], checkpoint=checkpoint)
+    if problem is None:
+        try:
+            net.load_state_dict(blob["model"])
+        except RuntimeError as err:  # weights of another architecture
+            problem = f"its weights are not those of this model ({str(err).strip().splitlines()[0][:160]})"
+    if problem is not None:
+        raise refused(path, problem, anew="run the same command again: it fine-tunes the copy anew")
+    listed = manifest_problem(path)
+    if listed is not None:
+        raise refused(path, listed, anew="", listed=True)
     return net.eval(), blob["meta"]
 
 

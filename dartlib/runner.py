@@ -222,8 +222,8 @@ def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Pa
              on_cell: Callable[[CellProgress], None] | None = None, guard: TimeGuard | None = None) -> None:
     """Execute ``path`` into ``output`` with papermill; ``on_cell`` hears each code cell start;
     ``guard`` bounds every cell by the run's time left. The executed notebook's metadata keeps the
-    files it read and the code it ran, with their sha256 (``metadata.dart.inputs``,
-    :mod:`dartlib.provenance`)."""
+    files it read and the code it ran, with their sha256 (``metadata.dart.inputs``), and the
+    parameters it was given (``metadata.dart.parameters``, :mod:`dartlib.provenance`)."""
     reads = log.with_suffix(".reads")
     reads.parent.mkdir(parents=True, exist_ok=True)
     reads.unlink(missing_ok=True)
@@ -250,7 +250,7 @@ def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Pa
             os.environ[READS_ENV] = previous
     read = reads.read_text().split() if reads.is_file() else []
     nb = nbformat.read(output, as_version=4)
-    nb.metadata["dart"] = {"inputs": input_digests(read)}
+    nb.metadata["dart"] = {"inputs": input_digests(read), "parameters": dict(parameters)}
     nbformat.write(nb, output)
 
 

@@ -540,7 +540,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         table = grid_status(cells, path=path, inputs=lambda cell: runner(cell).inputs(cell))
         print(table.to_string())
         print(f"current {table.current.sum()} of {table.cells.sum()} cells; to compute: {table.stale.sum()} stale, "
-              f"{table.missing.sum()} missing")
+              f"{table.suspect.sum()} suspect, {table.missing.sum()} missing")
         return 0
     reuse = [results_dir(args.profile) / name for name in spec.shared_results]
     run_cells(cells, runner, path=path, experiment=args.experiment, cell_progress=True, reuse=reuse)

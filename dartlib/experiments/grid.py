@@ -23,6 +23,12 @@ Two experiments may share cells (notebook 09's CIFAR-10C-imb table and notebook 
 same NoAdapt and BNAdapt streams). ``run_grid(..., reuse=[other.csv])`` copies such a row instead of
 computing it, but only when its digest is known and equals the stored one: a row is never borrowed
 on its key alone.
+
+A stored row is checked against itself and its sidecar when read (:func:`read_results`): a row
+whose ``key`` is not the hash of its own fields (an edited row), or whose per-image outcomes
+contradict it (:func:`dartlib.experiments.outcomes.sidecar_check`), is *suspect*: never current,
+left out of what readers get (with a :class:`SuspectRowsWarning`), and computed again by the grid,
+which then replaces it.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from dartlib.data.files import DamagedFileError, atomic_path
-from dartlib.experiments.outcomes import read_sidecar, write_lines
+from dartlib.experiments.outcomes import read_sidecar, sidecar_check, write_lines
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
           "seed", "n", "accuracy", "seconds", "key", "inputs"]
@@ -93,12 +99,16 @@ def grid(**axes: Sequence) -> list[Cell]:
 NUMERIC = ["shift_param", "severity", "seed", "n", "accuracy", "seconds"]
 
 
-def read_results(path: Path) -> pd.DataFrame:
+def read_results(path: Path, *, suspect: str = "drop") -> pd.DataFrame:
     """A results CSV: text columns as strings (empty stays ""), numeric columns as numbers; a
     schema column the file lacks (``seconds``, ``key``) is added empty. A file that cannot be
     parsed, or a row whose ``accuracy`` is not a number in 0..100 or whose other numeric fields
     are not numbers (a damaged or truncated row), raises
-    :class:`~dartlib.data.files.DamagedFileError` naming the file and the row."""
+    :class:`~dartlib.data.files.DamagedFileError` naming the file and the row. Suspect rows
+    (:func:`suspect_rows`) are left out with a :class:`SuspectRowsWarning` (``suspect="drop"``,
+    what every reader gets) or kept (``"keep"``: the grid's own bookkeeping, which replaces them)."""
+    if suspect not in ("drop", "keep"):
+        raise ValueError(f"suspect must be 'drop' or 'keep', not {suspect!r}")
     if not path.is_file():
         return pd.DataFrame(columns=SCHEMA)
     remedy = f"delete the damaged row (or the whole file {path.name}) and run the grid again to recompute it"
@@ -136,8 +146,46 @@ def read_results(path: Path) -> pd.DataFrame:
                                f"with accuracies {', '.join(str(frame['accuracy'].iloc[i - 2]) for i in lines)} "
                                f"({twice.nunique()} such keys); a cell has one result",
                                "delete every row but the one to keep (or all of them and run the grid again)")
+    if suspect == "drop":
+        doubtful = suspect_rows(frame, path)
+        if doubtful:
+            key, why = next(iter(doubtful.items()))
+            warnings.warn(f"{path}: {len(doubtful)} row(s) are suspect and left out (key {key}: {why}); the grid "
+                          f"computes them again", SuspectRowsWarning, stacklevel=2)
+            frame = frame[~frame["key"].astype(str).isin(doubtful)].reset_index(drop=True)
     return frame
 
+
+def suspect_rows(frame: pd.DataFrame, path: Path) -> dict[str, str]:
+    """The rows of results file ``path`` (read as ``frame``) that cannot be trusted, key -> why: a
+    ``key`` that is not the hash of the row's own fields (the row was edited), or per-image
+    outcomes in the sidecar that contradict the row
+    (:func:`dartlib.experiments.outcomes.sidecar_check`)."""
+    out = {}
+    for i, row in enumerate(frame.to_dict("records")):
+        key = str(row["key"])
+        if key and key not in _field_keys(row):
+            out[key] = f"line {i + 2}'s key is not the hash of its fields (the row was edited)"
+    if len(frame):
+        out.update({k: why for k, why in sidecar_check(frame, path).suspect.items() if k not in out})
+    return out
+
+
+def _field_keys(row: Mapping[str, object]) -> set[str]:
+    """The keys a writer may have given the cell of ``row``: its ``shift_param`` as the float the
+    file holds, or as the whole number a grid may have been declared with."""
+    def number(value: object, kind: type) -> object:
+        return None if value is None or value == "" or pd.isna(value) else kind(value)
+
+    try:
+        base = dict(dataset=str(row["dataset"]), shift=str(row["shift"]), corruption=str(row["corruption"]),
+                    severity=number(row["severity"], int), method=str(row["method"]), refiner=str(row["refiner"]),
+                    params=str(row["params"]), seed=int(row["seed"]))
+    except (TypeError, ValueError):
+        return set()
+    param = number(row["shift_param"], float)
+    forms = {param, int(param)} if param is not None and float(param).is_integer() else {param}
+    return {Cell(shift_param=p, **base).key for p in forms}
 
 def row_key(row: Mapping[str, object]) -> str:
     """The key of the cell a stored row describes, read from its fields; for a row stored before
@@ -193,7 +241,7 @@ def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     with _results_lock(path):
         write_lines(list(outcomes), path)
-        done = read_results(path)
+        done = read_results(path, suspect="keep")  # a suspect row stays until its cell's new row replaces it
         keys = {str(r["key"]) for r in rows}
         done = done[pd.Series([row_key(r) not in keys for r in done.to_dict("records")], index=done.index, dtype=bool)]
         new = pd.DataFrame(rows)[SCHEMA]
@@ -206,10 +254,12 @@ def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> 
 
 def _states(cells: list[Cell], path: Path, digests: dict[str, str]) -> list[str]:
     """Per cell: ``current`` (stored, with the digest its inputs have now, where that is known),
-    ``stale`` (stored with another digest, or without one where one is known) or ``missing``."""
-    done = read_results(path)
+    ``stale`` (stored with another digest, or without one where one is known), ``suspect``
+    (stored, but the row contradicts its key or its outcomes: :func:`suspect_rows`) or ``missing``."""
+    done = read_results(path, suspect="keep")
     stored = dict(zip(done["key"].astype(str), done["inputs"].astype(str))) if len(done) else {}
-    return ["missing" if c.key not in stored else
+    doubtful = suspect_rows(done, path) if len(done) else {}
+    return ["missing" if c.key not in stored else "suspect" if c.key in doubtful else
             "stale" if c.key in digests and stored[c.key] != digests[c.key] else "current" for c in cells]
 
 
@@ -240,12 +290,12 @@ def _borrow(todo: list[Cell], digests: dict[str, str], reuse: Sequence[Path], *,
 
 def grid_status(cells: Iterable[Cell], *, path: Path, inputs: Callable[[Cell], str] | None = None) -> pd.DataFrame:
     """How far a grid is, without running it: per (method, refiner), how many of its cells are
-    stored and current, stored but stale (:func:`run_grid` recomputes them) and missing."""
+    stored and current, stored but stale or suspect (:func:`run_grid` recomputes them) and missing."""
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     frame = pd.DataFrame({"method": [c.method for c in cells], "refiner": [c.refiner for c in cells],
                           "state": _states(cells, path, digests)})
-    table = pd.crosstab([frame.method, frame.refiner], frame.state).reindex(columns=["current", "stale", "missing"],
+    table = pd.crosstab([frame.method, frame.refiner], frame.state).reindex(columns=["current", "stale", "suspect", "missing"],
                                                                            fill_value=0)
     order = list(dict.fromkeys(zip(frame.method, frame.refiner)))
     table = table.reindex(order)
@@ -347,12 +397,20 @@ def pending_cells(cells: list[Cell], *, path: Path, experiment: str, digests: di
         warnings.warn(f"{path}: {stale} stored row(s) were computed under other inputs than this run's (settings, "
                       f"trained models, test data or code revision); they are not used, and are recomputed",
                       StaleRowsWarning, stacklevel=3)
+    if states.count("suspect"):
+        warnings.warn(f"{path}: {states.count('suspect')} stored row(s) contradict their key or their per-image "
+                      f"outcomes; they are not used, and are recomputed", SuspectRowsWarning, stacklevel=3)
     todo = [c for c, state in zip(cells, states) if state != "current"]
     return _borrow(todo, digests, reuse, path=path, experiment=experiment)
 
 
 class StaleRowsWarning(UserWarning):
     """Stored rows of a grid whose input digest differs from the run's: they are recomputed."""
+
+
+class SuspectRowsWarning(StaleRowsWarning):
+    """Stored rows that contradict their key or their per-image outcomes (:func:`suspect_rows`):
+    left out of what readers get, and recomputed by the grid."""
 
 
 def store_row(cell: Cell, result: dict, *, path: Path, experiment: str, seconds: float, digest: str) -> None:
@@ -411,7 +469,8 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
     (:mod:`dartlib.experiments.outcomes`) theirs, by computing each such cell again: a recomputed
     accuracy equal to the stored one (to the file's 6 significant digits) adds the outcomes and
     leaves the row as it is; one that differs replaces the row (it did not reproduce, so the new
-    value is stored). Cells that are missing or stale are left to :func:`run_grid`. ``borrowers``:
+    value is stored); a suspect row (:func:`suspect_rows`) is recomputed and replaced. Cells that
+    are missing or stale are left to :func:`run_grid`. ``borrowers``:
     the results files that may hold copies of these rows; each copy is given the row and outcomes
     as they now are (:func:`copy_to_borrowers`). Returns counts: checked (equal), replaced, already
     (had outcomes), skipped (not current)."""
@@ -420,18 +479,21 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     states = _states(cells, path, digests)
-    done = read_results(path)
-    have = checked_outcomes(done, read_sidecar(path))
+    done = read_results(path, suspect="keep")
+    have = checked_outcomes(done, path)
     stored = dict(zip(done["key"].astype(str), zip(done["inputs"].astype(str), done["accuracy"])))
     counts = {"checked": 0, "replaced": 0, "already": 0, "skipped": 0}
     todo = []
     for cell, state in zip(cells, states):
-        if state != "current":
+        if state == "suspect":
+            todo.append(cell)  # its row contradicts itself or its outcomes: recomputed and replaced below
+        elif state != "current":
             counts["skipped"] += 1
         elif (cell.key, stored[cell.key][0]) in have:
             counts["already"] += 1
         else:
             todo.append(cell)
+    suspect = {c.key for c, state in zip(cells, states) if state == "suspect"}
     bar = tqdm(todo, desc=f"{experiment} outcomes", unit="cell", **({} if progress else {"disable": True}))
     for cell in bar:
         bar.set_postfix_str(cell.label())
@@ -439,15 +501,17 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
         result = evaluate(cell)
         seconds = time.perf_counter() - start
         digest, accuracy = stored[cell.key]
-        if float(f"{result['accuracy']:.6g}") == float(accuracy):
+        if cell.key not in suspect and float(f"{result['accuracy']:.6g}") == float(accuracy):
             line = {"key": cell.key, "inputs": digest, **result["outcomes"].encode()}
             with _results_lock(path):
                 write_lines([line], path)
             counts["checked"] += 1
         else:
-            warnings.warn(f"{path}: {cell.label()} gave {result['accuracy']:.6g}, stored {accuracy:.6g}; the row is "
-                          f"replaced by the recomputed value", StaleRowsWarning, stacklevel=2)
-            store_row(cell, result, path=path, experiment=experiment, seconds=seconds, digest=digest)
+            why = "its stored row is suspect" if cell.key in suspect else f"stored {accuracy:.6g}"
+            warnings.warn(f"{path}: {cell.label()} gave {result['accuracy']:.6g}, {why}; the row is replaced by the "
+                          f"recomputed value", StaleRowsWarning, stacklevel=2)
+            store_row(cell, result, path=path, experiment=experiment, seconds=seconds,
+                      digest=digests.get(cell.key, digest))
             counts["replaced"] += 1
         copy_to_borrowers(cell.key, path=path, borrowers=borrowers)
     return counts

@@ -34,10 +34,13 @@ which then replaces it.
 from __future__ import annotations
 
 import fcntl
-from contextlib import contextmanager
 import hashlib
 import json
+import os
+import struct
+import sys
 import time
+from contextlib import contextmanager
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -333,7 +336,7 @@ def run_grid(
         held = []
         for wait, queue in ((False, todo), (True, held)):
             for cell in queue:
-                if not claims.claim(cell.key, wait=wait):
+                if not claims.claim(cell.key, wait=wait, label=cell.label()):
                     held.append(cell)  # another process computes it now: look again at the end
                     continue
                 try:
@@ -348,6 +351,27 @@ def run_grid(
                 bar.update()
     bar.close()
     return stored_rows(cells, path=path)
+
+
+# Linux's struct flock (64-bit): short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
+_FLOCK = "hh4xqqi4x"
+
+
+class ClaimWaitWarning(UserWarning):
+    """A grid waits for a cell another process has claimed: which cell, which process, how long at most."""
+
+
+class ClaimWaitTimeout(RuntimeError):
+    """A grid waited the stated time (:func:`claim_wait_limit`) for a cell another process holds;
+    the message names the cell, the process and what to do."""
+
+
+def claim_wait_limit() -> float:
+    """Seconds a grid waits for a cell another process computes: ``$DART_CLAIM_WAIT``, default
+    21600 (6 hours, longer than any cell of the cpu profile takes)."""
+    from dartlib.environment import setting
+
+    return float(setting("DART_CLAIM_WAIT") or 21600)
 
 
 class CellClaims:
@@ -373,15 +397,50 @@ class CellClaims:
     def _offset(key: str) -> int:
         return int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)  # < 2**60: a valid file offset
 
-    def claim(self, key: str, *, wait: bool = False) -> bool:
-        """Claim the cell ``key``: True when this process now holds it; False when another does
-        (with ``wait``, block until that one releases it or ends, then hold it)."""
-        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+    def claim(self, key: str, *, wait: bool = False, label: str = "", limit: float | None = None) -> bool:
+        """Claim the cell ``key``: True when this process now holds it; False when another does.
+        With ``wait``: wait until that one releases it or ends, then hold it; the wait is announced
+        once (a :class:`ClaimWaitWarning` naming the cell, ``label``, and the holder's process id)
+        and lasts at most ``limit`` seconds (default :func:`claim_wait_limit`), after which
+        :class:`ClaimWaitTimeout` is raised."""
+        if self._try(key):
+            return True
+        if not wait:
+            return False
+        limit = claim_wait_limit() if limit is None else limit
+        holder = self.holder(key)
+        cell = f"{label} (key {key})" if label else f"key {key}"
+        warnings.warn(f"{self.path.name}: cell {cell} is claimed by process {holder or 'unknown'}; waiting for it "
+                      f"to finish (at most {limit:g} s, DART_CLAIM_WAIT)", ClaimWaitWarning, stacklevel=2)
+        start, pause = time.monotonic(), 0.05
+        while not self._try(key):
+            if time.monotonic() - start >= limit:
+                raise ClaimWaitTimeout(
+                    f"{self.path}: gave up after {limit:g} s waiting for cell {cell}, claimed by process "
+                    f"{self.holder(key) or holder or 'unknown'}; let that process finish (or stop it: `kill <pid>`) "
+                    f"and run the same command again, or wait longer with DART_CLAIM_WAIT=<seconds>")
+            time.sleep(pause)
+            pause = min(1.0, pause * 2)
+        return True
+
+    def _try(self, key: str) -> bool:
         try:
-            fcntl.lockf(self._file, flags, 1, self._offset(key))
+            fcntl.lockf(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self._offset(key))
         except (BlockingIOError, PermissionError):
             return False
         return True
+
+    def holder(self, key: str) -> int | None:
+        """The id of the process that holds the claim on ``key`` now (None if none, or not known:
+        another system than Linux lays out its lock record otherwise)."""
+        if not sys.platform.startswith("linux"):
+            return None
+        request = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, self._offset(key), 1, 0)
+        try:
+            kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(self._file, fcntl.F_GETLK, request))
+        except OSError:
+            return None
+        return pid if kind != fcntl.F_UNLCK and pid > 0 else None
 
     def release(self, key: str) -> None:
         fcntl.lockf(self._file, fcntl.LOCK_UN, 1, self._offset(key))
@@ -493,28 +552,51 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
             counts["already"] += 1
         else:
             todo.append(cell)
-    suspect = {c.key for c, state in zip(cells, states) if state == "suspect"}
     bar = tqdm(todo, desc=f"{experiment} outcomes", unit="cell", **({} if progress else {"disable": True}))
-    for cell in bar:
-        bar.set_postfix_str(cell.label())
-        start = time.perf_counter()
-        result = evaluate(cell)
-        seconds = time.perf_counter() - start
-        digest, accuracy = stored[cell.key]
-        if cell.key not in suspect and float(f"{result['accuracy']:.6g}") == float(accuracy):
-            line = {"key": cell.key, "inputs": digest, **result["outcomes"].encode()}
-            with _results_lock(path):
-                write_lines([line], path)
-            counts["checked"] += 1
-        else:
-            why = "its stored row is suspect" if cell.key in suspect else f"stored {accuracy:.6g}"
-            warnings.warn(f"{path}: {cell.label()} gave {result['accuracy']:.6g}, {why}; the row is replaced by the "
-                          f"recomputed value", StaleRowsWarning, stacklevel=2)
-            store_row(cell, result, path=path, experiment=experiment, seconds=seconds,
-                      digest=digests.get(cell.key, digest))
-            counts["replaced"] += 1
-        copy_to_borrowers(cell.key, path=path, borrowers=borrowers)
+    with CellClaims(path) as claims:  # as run_grid: two processes never compute one cell twice
+        for cell in bar:
+            claims.claim(cell.key, wait=True, label=cell.label())
+            try:
+                _fill_one(cell, evaluate, path=path, experiment=experiment, digests=digests, counts=counts,
+                          borrowers=borrowers, bar=bar)
+            finally:
+                claims.release(cell.key)
     return counts
+
+
+def _fill_one(cell: Cell, evaluate: Callable[[Cell], dict], *, path: Path, experiment: str, digests: dict[str, str],
+              counts: dict[str, int], borrowers: Sequence[Path], bar: tqdm) -> None:
+    """One cell of :func:`fill_outcomes`, computed under its claim; the stored row is read again
+    first, since another process may have given it outcomes (or replaced it) meanwhile."""
+    done = read_results(path, suspect="keep")
+    row = done[done["key"].astype(str) == cell.key]
+    if row.empty:
+        counts["skipped"] += 1
+        return
+    digest, accuracy = str(row["inputs"].iloc[0]), float(row["accuracy"].iloc[0])
+    state = _states([cell], path, digests)[0]
+    if state == "current" and (cell.key, digest) in sidecar_check(done, path).agree:
+        counts["already"] += 1  # given its outcomes by another process while this one waited
+        return
+    if state not in ("current", "suspect"):
+        counts["skipped"] += 1
+        return
+    bar.set_postfix_str(cell.label())
+    start = time.perf_counter()
+    result = evaluate(cell)
+    seconds = time.perf_counter() - start
+    if state == "current" and float(f"{result['accuracy']:.6g}") == accuracy:
+        line = {"key": cell.key, "inputs": digest, **result["outcomes"].encode()}
+        with _results_lock(path):
+            write_lines([line], path)
+        counts["checked"] += 1
+    else:
+        why = "its stored row is suspect" if state == "suspect" else f"stored {accuracy:.6g}"
+        warnings.warn(f"{path}: {cell.label()} gave {result['accuracy']:.6g}, {why}; the row is replaced by the "
+                      f"recomputed value", StaleRowsWarning, stacklevel=3)
+        store_row(cell, result, path=path, experiment=experiment, seconds=seconds, digest=digests.get(cell.key, digest))
+        counts["replaced"] += 1
+    copy_to_borrowers(cell.key, path=path, borrowers=borrowers)
 
 
 @lru_cache(maxsize=None)

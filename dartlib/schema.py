@@ -311,13 +311,13 @@ def check_values(values: dict[str, Any], *, file: Path, notebooks: Iterable[Path
         items = value if isinstance(value, list) else [value]
         if kind in ("float", "list of float") and not all(math.isfinite(v) for v in items):
             raise ProfileError(f"{where}: {key}: {value!r} is not finite; expected {what}")
-        if kind in ("int", "list of int") and any(abs(v) > INT64_MAX for v in items):
-            bad = next(v for v in items if abs(v) > INT64_MAX)
-            raise ProfileError(f"{where}: {key}: {bad!r} is out of range; expected {what}, within 64-bit integers")
         if allowed is not None:
             bad = [v for v in items if not allowed.holds(v)]
             if bad:
                 raise ProfileError(f"{where}: {key}: {bad[0]!r} is out of range; expected {what}")
+        if kind in ("int", "list of int") and any(abs(v) > INT64_MAX for v in items):
+            bad = next(v for v in items if abs(v) > INT64_MAX)
+            raise ProfileError(f"{where}: {key}: {bad!r} is out of range; expected {what}, within 64-bit integers")
         if names is not None:
             valid = NAME_KINDS[names]()
             bad = [v for v in items if v not in valid]

@@ -139,12 +139,21 @@ def _decoded(side: str, *_stamp: int) -> dict[str, list[tuple[int, str, CellOutc
                 raise ValueError(f"size {size!r} is not a positive count")
             cell = CellOutcomes.decode(size=int(size), members=members, correct=correct)
         except ValueError as err:
-            raise DamagedFileError(
-                side, f"line {i + 2} (key {key!r}) holds no outcomes ({err})",
-                f"delete line {i + 2} of {Path(side).name} (its row is kept, without outcomes: "
-                f"`python -m dartlib grid <name> --profile <profile> --outcomes` computes them again)") from None
+            raise DamagedFileError(side, f"line {i + 2} (key {key!r}) holds no outcomes ({err})",
+                                   f"delete line {i + 2} of {Path(side).name} (its row is kept, without outcomes; "
+                                   f"{_refill(Path(side))})") from None
         out.setdefault(str(key), []).append((i + 2, str(inputs), cell))
     return out
+
+
+def _refill(side: Path) -> str:
+    """How the outcomes of a row of sidecar ``side`` are computed again."""
+    from dartlib.studies.grids import GRIDS
+
+    name, profile = side.name.removesuffix(".outcomes.csv"), side.parent.name
+    if name in GRIDS:
+        return f"`python -m dartlib grid {name} --profile {profile} --outcomes` computes them again"
+    return f"the notebook that writes {name}.csv computes them again when it next runs"
 
 
 @dataclass(frozen=True)

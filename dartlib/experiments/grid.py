@@ -114,6 +114,7 @@ def read_results(path: Path, *, suspect: str = "drop") -> pd.DataFrame:
         raise ValueError(f"suspect must be 'drop' or 'keep', not {suspect!r}")
     if not path.is_file():
         return pd.DataFrame(columns=SCHEMA)
+    stamps = _file_stamps(path)  # before reading: a file rewritten meanwhile is checked again next time
     remedy = f"delete the damaged row (or the whole file {path.name}) and run the grid again to recompute it"
     with open(path, "rb") as fh:
         fh.seek(max(0, path.stat().st_size - 1))
@@ -150,7 +151,7 @@ def read_results(path: Path, *, suspect: str = "drop") -> pd.DataFrame:
                                f"({twice.nunique()} such keys); a cell has one result",
                                "delete every row but the one to keep (or all of them and run the grid again)")
     if suspect == "drop":
-        doubtful = suspect_rows(frame, path)
+        doubtful = _suspect_cached(frame, path, stamps)
         if doubtful:
             key, why = next(iter(doubtful.items()))
             warnings.warn(f"{path}: {len(doubtful)} row(s) are suspect and left out (key {key}: {why}); the grid "
@@ -172,6 +173,33 @@ def suspect_rows(frame: pd.DataFrame, path: Path) -> dict[str, str]:
     if len(frame):
         out.update({k: why for k, why in sidecar_check(frame, path).suspect.items() if k not in out})
     return out
+
+
+_SUSPECT: dict[tuple, dict[str, str]] = {}
+
+
+def _file_stamps(path: Path) -> tuple:
+    """What identifies a version of results file ``path`` and of its sidecar: (mtime, size, inode)."""
+    from dartlib.experiments.outcomes import sidecar
+
+    out = []
+    for f in (Path(path), sidecar(Path(path))):
+        try:
+            st = f.stat()
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return (str(Path(path).resolve()), *out)
+
+
+def _suspect_cached(frame: pd.DataFrame, path: Path, stamps: tuple) -> dict[str, str]:
+    """:func:`suspect_rows` of a results file as read, remembered per version of the file and its
+    sidecar (``stamps``), so that a grid checking its file before each cell hashes its rows once."""
+    if stamps not in _SUSPECT:
+        if len(_SUSPECT) >= 16:
+            _SUSPECT.pop(next(iter(_SUSPECT)))
+        _SUSPECT[stamps] = suspect_rows(frame, path)
+    return dict(_SUSPECT[stamps])
 
 
 def _field_keys(row: Mapping[str, object]) -> set[str]:
@@ -261,7 +289,7 @@ def _states(cells: list[Cell], path: Path, digests: dict[str, str]) -> list[str]
     (stored, but the row contradicts its key or its outcomes: :func:`suspect_rows`) or ``missing``."""
     done = read_results(path, suspect="keep")
     stored = dict(zip(done["key"].astype(str), done["inputs"].astype(str))) if len(done) else {}
-    doubtful = suspect_rows(done, path) if len(done) else {}
+    doubtful = _suspect_cached(done, path, _file_stamps(path)) if len(done) else {}
     return ["missing" if c.key not in stored else "suspect" if c.key in doubtful else
             "stale" if c.key in digests and stored[c.key] != digests[c.key] else "current" for c in cells]
 

@@ -146,7 +146,7 @@ def float_list(text: str) -> list[float]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from dartlib.runner import format_summary, parse_override, read_overrides, run_profile
+    from dartlib.runner import check_override_output, format_summary, parse_override, read_overrides, run_profile
     from dartlib.schema import checked_profile
 
     checked_profile(args.profile)
@@ -158,6 +158,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.overrides:
         overrides.update(read_overrides(args.overrides))
     overrides.update(parse_override(text) for text in args.set or [])
+    check_override_output(profile=args.profile, overrides=overrides, output=args.output)  # before any write
     if args.output is None:
         _writable(_repo_folder("runs", args.profile), _repo_folder("results", args.profile),
                   _repo_folder("figures", args.profile), *_data_folders(),
@@ -577,7 +578,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         table = grid_status(cells, path=path, inputs=lambda cell: runner(cell).inputs(cell))
         print(table.to_string())
         print(f"current {table.current.sum()} of {table.cells.sum()} cells; to compute: {table.stale.sum()} stale, "
-              f"{table.missing.sum()} missing")
+              f"{table.suspect.sum()} suspect, {table.missing.sum()} missing")
         return 0
     reuse = [results_dir(args.profile) / name for name in spec.shared_results]
     run_cells(cells, runner, path=path, experiment=args.experiment, cell_progress=True, reuse=reuse)
@@ -779,11 +780,10 @@ def _cmd_choose_alpha(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_pack(args: argparse.Namespace) -> int:
-    import os
-
     from dartlib.data.packed import pack_image_folder
+    from dartlib.environment import setting
 
-    root = args.root or os.environ.get("DART_CIFAR10_DIR")
+    root = args.root or setting("DART_CIFAR10_DIR")
     if not root:
         raise SystemExit("give the CIFAR-10 image folder: --root DIR or DART_CIFAR10_DIR")
     index = pack_image_folder(root, args.out, preset=args.preset)
@@ -793,14 +793,13 @@ def _cmd_data_pack(args: argparse.Namespace) -> int:
 
 
 def _cmd_travel_copy(args: argparse.Namespace) -> int:
-    import os
-
     from dartlib.data.packed import pack_image_folder
+    from dartlib.environment import setting
     from dartlib.data.travel import MIB, TRAVEL_LIMIT, folder_bytes, sparse_copy
 
     extra = []
     if args.pack_cifar10:
-        root = os.environ.get("DART_CIFAR10_DIR")
+        root = setting("DART_CIFAR10_DIR")
         if not root:
             raise SystemExit("--pack-cifar10 needs the CIFAR-10 image folder in DART_CIFAR10_DIR")
         packed = Path(args.out).with_name(Path(args.out).name + ".cifar10.xz")
@@ -1230,6 +1229,7 @@ def main(argv: list[str] | None = None) -> int:
     from dartlib.data.files import DamagedFileError, as_write_error
     from dartlib.data.travel import PartsError
     from dartlib.environment import EnvironmentSettingError, check_environment, setting
+    from dartlib.experiments.grid import ClaimWaitTimeout
     from dartlib.profiles import ProfileError
 
     global _ARGV
@@ -1251,6 +1251,9 @@ def main(argv: list[str] | None = None) -> int:
         hint = f"; resume with: python -m dartlib {shlex.join(argv)}" if args.command in RESUMABLE else ""
         print(f"interrupted{hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except ClaimWaitTimeout as err:  # names the cell, the process holding it and what to do
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
     except (DamagedFileError, PartsError) as err:  # each names the file, what is wrong and the remedy
         print(f"error: {err}", file=sys.stderr)
         return EXIT_DAMAGED

@@ -29,8 +29,13 @@ class EnvironmentSettingError(ValueError):
                          f"its default")
 
 
+def _digits(value: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes superscripts (``²``), which ``int`` refuses."""
+    return value.isascii() and value.isdigit()
+
+
 def _positive_int(value: str) -> str:
-    return "" if value.isdigit() and int(value) >= 1 else "expected a positive whole number of processes"
+    return "" if _digits(value) and int(value) >= 1 else "expected a positive whole number (ASCII digits)"
 
 
 def _one_of(*valid: str) -> Callable[[str], str]:
@@ -38,7 +43,7 @@ def _one_of(*valid: str) -> Callable[[str], str]:
 
 
 def _device(value: str) -> str:
-    if value != "cpu" and not (value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit())):
+    if value != "cpu" and not (value == "cuda" or (value.startswith("cuda:") and _digits(value[5:]))):
         return "valid: cpu, cuda, cuda:<index>"
     if value.startswith("cuda"):
         import torch
@@ -85,6 +90,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
     Variable("DART_PRECISION", "the backbone's forward precision on a GPU: bf16 (default) or fp32", _one_of(*PRECISIONS)),
     Variable("DART_TF32", "0 turns TensorFloat-32 off on a GPU; 1 (default) leaves it on", _one_of("0", "1")),
     Variable("DART_WORKERS", "processes that generate corrupted test sets; default 1", _positive_int),
+    Variable("DART_CLAIM_WAIT", "seconds a grid waits for a cell another process computes before it gives up; "
+             "default 21600 (6 hours)", _positive_int),
     Variable("DART_READS_LOG", "set by the runner for a notebook's kernel: the file where dartlib records the "
              "repository files the kernel reads (dartlib.provenance); not for users", _file_in_folder),
     Variable("DART_TRACEBACK", "1: an unexpected error shows its full traceback, not one line; default 0",
@@ -95,7 +102,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
 
 def setting(name: str, environ: Mapping[str, str] | None = None) -> str:
     """The value of the suite's variable ``name`` (stripped; "" when unset), checked: an invalid
-    value raises :class:`EnvironmentSettingError`."""
+    value raises :class:`EnvironmentSettingError`. Every reader of a ``DART_*`` variable reads it
+    here, so the value used is the value checked."""
     value = (os.environ if environ is None else environ).get(name, "").strip()
     problem = VARIABLES[name].check(value) if value else ""
     if problem:

@@ -6,7 +6,6 @@ depends on the working directory. The data root can be moved with ``DART_DATA_DI
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 REPO_ROOT: Path = Path(__file__).resolve().parents[1]
@@ -18,7 +17,9 @@ SHARED_DIR: Path = REPO_ROOT.parent / "shared"
 
 def data_root() -> Path:
     """The data root: ``$DART_DATA_DIR`` when set, else ``<repo>/data``."""
-    env = os.environ.get("DART_DATA_DIR")
+    from dartlib.environment import setting
+
+    env = setting("DART_DATA_DIR")  # stripped and checked, as the start-up check saw it
     return Path(env).expanduser().resolve() if env else REPO_ROOT / "data"
 
 
@@ -32,8 +33,10 @@ OUTPUT_DIR_ENV, OUTPUT_PROFILE_ENV = "DART_OUTPUT_DIR", "DART_OUTPUT_PROFILE"
 def output_root(profile: str) -> Path:
     """Where ``results/``, ``figures/`` and ``runs/`` of ``profile`` live: ``$DART_OUTPUT_DIR``
     when it is set for this profile (``$DART_OUTPUT_PROFILE``), else the repository root."""
-    root = os.environ.get(OUTPUT_DIR_ENV)
-    if root and os.environ.get(OUTPUT_PROFILE_ENV) == profile:
+    from dartlib.environment import setting
+
+    root = setting(OUTPUT_DIR_ENV)
+    if root and setting(OUTPUT_PROFILE_ENV) == profile:
         return Path(root).expanduser().resolve()
     return REPO_ROOT
 

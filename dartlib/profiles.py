@@ -29,10 +29,11 @@ def profile_names() -> list[str]:
 
 
 def profile_path(name: str) -> Path:
-    path = PROFILES_DIR / f"{name}.yaml"
-    if not path.is_file():
-        raise UnknownNameError(unknown_name_message("profile", name, profile_names()))
-    return path
+    """``notebooks/profiles/<name>.yaml`` for ``name`` one of :func:`profile_names`; any other name
+    (a path such as ``../../x`` among them) raises :class:`UnknownNameError` listing the valid ones."""
+    if not isinstance(name, str) or name not in profile_names():
+        raise UnknownNameError(unknown_name_message("profile", str(name), profile_names()))
+    return PROFILES_DIR / f"{name}.yaml"
 
 
 def load_profile(name: str) -> dict[str, Any]:
@@ -42,9 +43,39 @@ def load_profile(name: str) -> dict[str, Any]:
     return _load(name, chain=())
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, refusing a mapping that holds a key twice (YAML itself keeps the
+    last value silently)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[object, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise ProfileError(f"{loader.name}: key `{key}` is set twice (lines {seen[key]} and {line}); keep one")
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def load_yaml(path: Path) -> object:
+    """The YAML document of file ``path`` as ``yaml.safe_load`` reads it, but a key set twice in one
+    mapping raises :class:`ProfileError` naming the file, the key and both lines."""
+    loader = _UniqueKeyLoader(Path(path).read_text())
+    loader.name = str(path)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
-        params = yaml.safe_load(path.read_text()) or {}
+        params = load_yaml(path) or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)  # where the bad entry starts
         where = f", line {mark.line + 1}" if mark is not None else ""

@@ -7,14 +7,23 @@ file of the repository the kernel opens (an audit hook on ``open``, PEP 578). Af
 :func:`input_digests` turns that list into digests. :func:`stale_inputs` compares a notebook's
 digests with the files as they are now: a published notebook whose rows, ledger, artefacts or code
 changed since it ran is stale and must be executed again (``tests/test_pages_current.py``).
+
+A page also depends on the profile it ran with, but only on the values its notebook reads: the
+runner keeps the parameters it injected (``metadata.dart.parameters``), and
+:func:`stale_parameters` compares them with the profile as it is now (its file and the ``extends``
+chain, :func:`dartlib.profiles.load_profile`), so that a profile edit makes stale exactly the pages
+whose notebook reads a changed value. A page executed before that record was kept is judged by the
+parameters cell papermill injected into it (tagged ``injected-parameters``), which holds the same
+values as Python literals.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from dartlib.paths import REPO_ROOT
@@ -92,3 +101,42 @@ def stale_inputs(recorded: dict[str, str], *, root: Path = REPO_ROOT) -> list[st
         elif sha256_file(path) != digest:
             out.append(f"{rel} (changed)")
     return out
+
+
+def recorded_parameters(nb: Mapping) -> dict[str, object] | None:
+    """The profile values an executed notebook ``nb`` ran with: ``metadata.dart.parameters``, or for
+    a page executed before that record, the assignments of its ``injected-parameters`` cell; None
+    when it holds neither (a notebook run with its own defaults)."""
+    dart = nb.get("metadata", {}).get("dart", {})
+    if "parameters" in dart:
+        return dict(dart["parameters"])
+    injected = [c for c in nb.get("cells", []) if "injected-parameters" in c.get("metadata", {}).get("tags", [])]
+    if not injected:
+        return None
+    values = {}
+    for node in ast.parse(injected[0]["source"]).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values
+
+
+def stale_parameters(recorded: Mapping[str, object], current: Mapping[str, object]) -> list[str]:
+    """The recorded profile values that the profile (``current``, :func:`dartlib.profiles.load_profile`)
+    no longer holds, as "profile value KEY (OLD -> NEW)" or "profile value KEY (gone)"."""
+    out = []
+    for key, value in sorted(recorded.items()):
+        if key not in current:
+            out.append(f"profile value {key} (gone)")
+        elif not _same(current[key], value):
+            out.append(f"profile value {key} ({value!r} -> {current[key]!r})")
+    return out
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal as YAML and the injected literals hold them (a list and a tuple of equal items alike, a
+    bool never equal to a number)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b

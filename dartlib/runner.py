@@ -84,8 +84,10 @@ def read_overrides(path: Path) -> dict[str, object]:
     settings (``notebooks/profiles/dry-run/<profile>.yaml``)."""
     import yaml
 
+    from dartlib.profiles import load_yaml
+
     try:
-        values = yaml.safe_load(Path(path).read_text()) or {}
+        values = load_yaml(Path(path)) or {}
     except (OSError, yaml.YAMLError) as err:
         raise ProfileError(f"--overrides {path}: cannot be read as YAML ({err})") from None
     if not isinstance(values, dict):
@@ -222,8 +224,8 @@ def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Pa
              on_cell: Callable[[CellProgress], None] | None = None, guard: TimeGuard | None = None) -> None:
     """Execute ``path`` into ``output`` with papermill; ``on_cell`` hears each code cell start;
     ``guard`` bounds every cell by the run's time left. The executed notebook's metadata keeps the
-    files it read and the code it ran, with their sha256 (``metadata.dart.inputs``,
-    :mod:`dartlib.provenance`)."""
+    files it read and the code it ran, with their sha256 (``metadata.dart.inputs``), and the
+    parameters it was given (``metadata.dart.parameters``, :mod:`dartlib.provenance`)."""
     reads = log.with_suffix(".reads")
     reads.parent.mkdir(parents=True, exist_ok=True)
     reads.unlink(missing_ok=True)
@@ -250,7 +252,7 @@ def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Pa
             os.environ[READS_ENV] = previous
     read = reads.read_text().split() if reads.is_file() else []
     nb = nbformat.read(output, as_version=4)
-    nb.metadata["dart"] = {"inputs": input_digests(read)}
+    nb.metadata["dart"] = {"inputs": input_digests(read), "parameters": dict(parameters)}
     nbformat.write(nb, output)
 
 
@@ -292,6 +294,21 @@ def set_output(profile: str, output: Path | None) -> None:
     os.environ[OUTPUT_PROFILE_ENV] = profile
 
 
+def check_override_output(*, profile: str, overrides: dict[str, object] | None, output: Path | None) -> None:
+    """Refuse a run with ``overrides`` (``run --set``) whose rows would land in the repository's own
+    ``results/<profile>/``: no ``output`` folder, or one whose ``results/<profile>`` is that folder
+    (``--output .``, the repository root by another path, or a link to it)."""
+    if not overrides:
+        return
+    if output is None:
+        raise ProfileError(f"--set changes what profile {profile!r} computes: give --output DIR, so that its "
+                           f"rows do not replace those of results/{profile}/")
+    target = (Path(output).expanduser().resolve() / "results" / profile).resolve()
+    if target == (REPO_ROOT / "results" / profile).resolve():
+        raise ProfileError(f"--set with --output {output}: the overridden run's rows would land in the committed "
+                           f"{REPO_ROOT / 'results' / profile}; give an --output folder outside the repository")
+
+
 def run_profile(
     *, profile: str, notebooks: list[str] | None = None, keep_going: bool = False, publish_runs: bool = False,
     overrides: dict[str, object] | None = None, output: Path | None = None, budget: float | None = None,
@@ -304,9 +321,7 @@ def run_profile(
     folder (its results/, figures/ and runs/ go there), so that its rows never replace the
     profile's own. ``budget`` (seconds) is the time guard (:class:`TimeGuard`): the cell running
     when it is spent is interrupted, its notebook reported ``stopped``, later ones ``not run``."""
-    if overrides and output is None:
-        raise ProfileError(f"--set changes what profile {profile!r} computes: give --output DIR, so that its "
-                           f"rows do not replace those of results/{profile}/")
+    check_override_output(profile=profile, overrides=overrides, output=output)
     set_output(profile, output)
     if publish_runs:
         published_dir(profile)

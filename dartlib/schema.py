@@ -45,10 +45,18 @@ class Range:
 
     def __str__(self) -> str:
         if self.low is not None and self.high is not None:
-            return f"between {self.low:g} and {self.high:g}"
+            return f"between {_number(self.low)} and {_number(self.high)}"
         if self.low is not None:
-            return f"{'>' if self.open_low else '>='} {self.low:g}"
-        return f"<= {self.high:g}"
+            return f"{'>' if self.open_low else '>='} {_number(self.low)}"
+        return f"<= {_number(self.high)}"
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+# Every integer a profile gives ends in a 64-bit integer (torch, numpy); a larger one is refused here.
+INT64_MAX = 2**63 - 1
 
 
 COUNT = Range(low=1)  # epochs, batch sizes, steps, images, directions, repeats
@@ -57,7 +65,7 @@ RATIO = Range(low=1)  # imbalance ratios and long-tail rho: max class frequency 
 WEIGHT = Range(low=0)  # loss weights (alpha)
 POSITIVE = Range(low=0, open_low=True)  # Dirichlet concentrations, temperatures
 SEVERITY = Range(low=1, high=5)
-SEED = Range(low=0)
+SEED = Range(low=0, high=2**32 - 1)  # torch.manual_seed takes < 2**63, numpy's RandomState < 2**32
 
 # Every number a notebook takes, with its range (tests/test_faults_settings.py checks none is left out).
 RANGES: dict[str, Range] = {
@@ -307,6 +315,9 @@ def check_values(values: dict[str, Any], *, file: Path, notebooks: Iterable[Path
             bad = [v for v in items if not allowed.holds(v)]
             if bad:
                 raise ProfileError(f"{where}: {key}: {bad[0]!r} is out of range; expected {what}")
+        if kind in ("int", "list of int") and any(abs(v) > INT64_MAX for v in items):
+            bad = next(v for v in items if abs(v) > INT64_MAX)
+            raise ProfileError(f"{where}: {key}: {bad!r} is out of range; expected {what}, within 64-bit integers")
         if names is not None:
             valid = NAME_KINDS[names]()
             bad = [v for v in items if v not in valid]

@@ -70,6 +70,9 @@ def _file(tmp_path: Path) -> str:
 BAD_ENVIRONMENT = [
     ("DART_WORKERS", "0", "expected a positive whole number"),
     ("DART_WORKERS", "abc", "expected a positive whole number"),
+    ("DART_WORKERS", "\u00b2", "(ASCII digits)"),  # str.isdigit takes a superscript two; int() does not
+    ("DART_DEVICE", "cuda:\u00b2", "valid: cpu, cuda, cuda:<index>"),
+    ("DART_CLAIM_WAIT", "soon", "expected a positive whole number"),
     ("DART_PRECISION", "fp8", "valid: bf16, fp32"),  # refused on a CPU machine too, where it would not apply
     ("DART_DEVICE", "tpu", "valid: cpu, cuda, cuda:<index>"),
     ("DART_TF32", "off", "valid: 0, 1"),

@@ -129,9 +129,9 @@ def test_grid_status_counts_current_stale_and_missing_cells_without_running(tmp_
              inputs=lambda c: "g1")
     # DART's inputs changed since (a retrained g_phi): its two stored cells are stale
     status = grid_status(cells, path=path, inputs=lambda c: "g2" if c.refiner == "dart" else "g1")
-    assert status.loc[("bnadapt", "none")].tolist() == [6, 0, 0, 6]
-    assert status.loc[("bnadapt", "dart")].tolist() == [0, 2, 4, 6]
-    assert list(status.columns) == ["current", "stale", "missing", "cells"]
+    assert status.loc[("bnadapt", "none")].tolist() == [6, 0, 0, 0, 6]
+    assert status.loc[("bnadapt", "dart")].tolist() == [0, 2, 0, 4, 6]
+    assert list(status.columns) == ["current", "stale", "suspect", "missing", "cells"]
     assert len(read_results(path)) == 8  # nothing ran
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import nbformat
 
 from dartlib.paths import REPO_ROOT
-from dartlib.provenance import sha256_file, stale_inputs
+from dartlib.profiles import load_profile
+from dartlib.provenance import recorded_parameters, sha256_file, stale_inputs, stale_parameters
 
 UNRECORDED = REPO_ROOT / "results" / "pages_without_inputs.txt"
 
@@ -37,6 +38,12 @@ def test_every_published_notebook_is_current_or_listed_as_unrecorded():
         if rel in listed:
             problems.append(f"{rel}: records its inputs now; remove it from {UNRECORDED.name}")
         stale = stale_inputs(inputs)
+        parameters = recorded_parameters(nbformat.read(path, as_version=4))
+        if parameters is None:
+            problems.append(f"{rel}: records no parameters; execute it again "
+                            f"(python -m dartlib run --profile {path.parts[-3]} {path.stem[:2]} --publish)")
+        else:
+            stale += stale_parameters(parameters, load_profile(path.parts[-3]))
         if stale:
             problems.append(f"{rel}: older than {', '.join(stale[:4])}{' ...' if len(stale) > 4 else ''}; execute it "
                             f"again (python -m dartlib run --profile {path.parts[-3]} {path.stem[:2]} --publish)")
@@ -73,3 +80,32 @@ def test_the_kernel_records_what_it_reads(tmp_path):
     read = log.read_text().split()
     assert "data/paper/table1_main.csv" in read and "dartlib/analysis/noise.py" in read
     assert "README.md" not in read
+
+
+def test_a_profile_edit_makes_stale_exactly_the_pages_that_read_the_value():
+    pages = REPO_ROOT / "results" / "cpu" / "notebooks"
+    confusion, toy = (nbformat.read(pages / name, as_version=4) for name in ("03_confusion_matrices.ipynb",
+                                                                              "01_toy_gaussian.ipynb"))
+    profile = load_profile("cpu")
+    assert stale_parameters(recorded_parameters(confusion), profile) == []
+    edited = {**profile, "fig1_corruptions": ["fog"]}  # notebook 03 reads it, notebook 01 does not
+    [line] = stale_parameters(recorded_parameters(confusion), edited)
+    assert line.startswith("profile value fig1_corruptions (") and line.endswith("-> ['fog'])")
+    assert stale_parameters(recorded_parameters(toy), edited) == []
+    assert stale_parameters(recorded_parameters(toy), {**profile, "toy_n_sim": 7}) == [
+        f"profile value toy_n_sim ({profile['toy_n_sim']!r} -> 7)"]
+    assert stale_parameters({"toy_n_sim": 4}, {}) == ["profile value toy_n_sim (gone)"]
+
+
+def test_the_parameters_recorded_at_run_time_take_precedence_over_the_injected_cell():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell('# Parameters\nprofile = "cpu"\nrho_grid = [1.0, 10.0]\nretrain = False\n')
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.append(cell)
+    assert recorded_parameters(nb) == {"profile": "cpu", "rho_grid": [1.0, 10.0], "retrain": False}
+    assert stale_parameters(recorded_parameters(nb), {"profile": "cpu", "rho_grid": [1, 10], "retrain": False}) == []
+    assert stale_parameters(recorded_parameters(nb), {"profile": "cpu", "rho_grid": [1, 10], "retrain": 0}) == [
+        "profile value retrain (False -> 0)"]
+    nb.metadata["dart"] = {"inputs": {}, "parameters": {"profile": "cpu", "rho_grid": [1.0]}}
+    assert recorded_parameters(nb) == {"profile": "cpu", "rho_grid": [1.0]}
+    assert recorded_parameters(nbformat.v4.new_notebook()) is None

@@ -88,7 +88,8 @@ def temporary_name(path: Path) -> Path:
 
 
 # The errors of a write the user can act on: no space (or quota) left, no permission, a read-only file system.
-WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS})
+# EFBIG: the file size limit of the process (``ulimit -f``) or of the file system was reached.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS})
 
 
 def _size(n: int) -> str:
@@ -119,6 +120,10 @@ class NotWritableError(OSError):
             self.free = shutil.disk_usage(_existing(self.path.parent)).free
         except OSError:
             self.free = None
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]  # read now: the shell's limit may be lifted later
+        self.size_limit = None if limit == resource.RLIM_INFINITY else limit
 
     def __str__(self) -> str:
         path = self.path
@@ -130,6 +135,11 @@ class NotWritableError(OSError):
             return (f"cannot write {path}: {what} on the device holding {folder} ({free}); free space there "
                     f"(`df -h {folder}` shows the device, `du -sh {folder}/*` what fills it){alternative}, "
                     "then run the same command again")
+        if self.errno == errno.EFBIG:
+            cap = "" if self.size_limit is None else f" ({_size(self.size_limit)}, `ulimit -f` counts 512-byte blocks)"
+            return (f"cannot write {path}: the file grew past the largest file this process may write{cap}; raise "
+                    f"the limit (`ulimit -f unlimited` in the shell that runs the command){alternative}, or, where "
+                    f"no limit is set, use a file system that holds larger files, then run the same command again")
         if self.errno == errno.EROFS:
             return (f"cannot write {path}: {folder} is on a read-only file system; remount it read-write"
                     f"{alternative}, then run the same command again")
@@ -190,6 +200,18 @@ def _device_full(folder: Path) -> bool:
         return False
 
 
+def _at_size_limit(path: Path) -> bool:
+    """Whether ``path`` has grown to the process's file size limit (``ulimit -f``), so that a
+    writer's own error there was that limit."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    try:
+        return limit != resource.RLIM_INFINITY and path.stat().st_size >= limit
+    except OSError:
+        return False
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path to write; on success it replaces ``path``, on failure it is removed.
@@ -203,6 +225,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
     except OSError as err:
         problem = as_write_error(err, path)
+        if problem is None and _at_size_limit(tmp):  # numpy's "N requested and M written": no errno
+            problem = NotWritableError(errno.EFBIG, path)
         if problem is None:
             raise
         raise problem from None
@@ -211,6 +235,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
         # RuntimeError "unexpected pos"): read the device before the temporary file is removed.
         if _device_full(path.parent):
             raise NotWritableError(errno.ENOSPC, path) from None
+        if _at_size_limit(tmp):
+            raise NotWritableError(errno.EFBIG, path) from None
         raise
     finally:
         try:

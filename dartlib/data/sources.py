@@ -88,8 +88,10 @@ class Dataset:
 
 
 def location(variable: str, default: Path) -> Path:
-    """``$variable`` when set, else ``default``."""
-    value = os.environ.get(variable)
+    """``$variable`` when set (stripped and checked, :func:`dartlib.environment.setting`), else ``default``."""
+    from dartlib.environment import setting
+
+    value = setting(variable)
     return Path(value).expanduser() if value else default
 
 

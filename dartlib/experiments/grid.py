@@ -23,16 +23,24 @@ Two experiments may share cells (notebook 09's CIFAR-10C-imb table and notebook 
 same NoAdapt and BNAdapt streams). ``run_grid(..., reuse=[other.csv])`` copies such a row instead of
 computing it, but only when its digest is known and equals the stored one: a row is never borrowed
 on its key alone.
+
+A stored row is checked against itself and its sidecar when read (:func:`read_results`): a row
+whose ``key`` is not the hash of its own fields (an edited row), or whose per-image outcomes
+contradict it (:func:`dartlib.experiments.outcomes.sidecar_check`), is *suspect*: never current,
+left out of what readers get (with a :class:`SuspectRowsWarning`), and computed again by the grid,
+which then replaces it.
 """
 
 from __future__ import annotations
 
 import fcntl
-from contextlib import contextmanager
 import hashlib
 import json
 import os
+import struct
+import sys
 import time
+from contextlib import contextmanager
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -45,7 +53,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from dartlib.data.files import DamagedFileError, atomic_path, open_lock
-from dartlib.experiments.outcomes import read_sidecar, write_lines
+from dartlib.experiments.outcomes import read_sidecar, sidecar_check, write_lines
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
           "seed", "n", "accuracy", "seconds", "key", "inputs"]
@@ -94,14 +102,19 @@ def grid(**axes: Sequence) -> list[Cell]:
 NUMERIC = ["shift_param", "severity", "seed", "n", "accuracy", "seconds"]
 
 
-def read_results(path: Path) -> pd.DataFrame:
+def read_results(path: Path, *, suspect: str = "drop") -> pd.DataFrame:
     """A results CSV: text columns as strings (empty stays ""), numeric columns as numbers; a
     schema column the file lacks (``seconds``, ``key``) is added empty. A file that cannot be
     parsed, or a row whose ``accuracy`` is not a number in 0..100 or whose other numeric fields
     are not numbers (a damaged or truncated row), raises
-    :class:`~dartlib.data.files.DamagedFileError` naming the file and the row."""
+    :class:`~dartlib.data.files.DamagedFileError` naming the file and the row. Suspect rows
+    (:func:`suspect_rows`) are left out with a :class:`SuspectRowsWarning` (``suspect="drop"``,
+    what every reader gets) or kept (``"keep"``: the grid's own bookkeeping, which replaces them)."""
+    if suspect not in ("drop", "keep"):
+        raise ValueError(f"suspect must be 'drop' or 'keep', not {suspect!r}")
     if not path.is_file():
         return pd.DataFrame(columns=SCHEMA)
+    stamps = _file_stamps(path)  # before reading: a file rewritten meanwhile is checked again next time
     remedy = f"delete the damaged row (or the whole file {path.name}) and run the grid again to recompute it"
     with open(path, "rb") as fh:
         fh.seek(max(0, path.stat().st_size - 1))
@@ -137,8 +150,73 @@ def read_results(path: Path) -> pd.DataFrame:
                                f"with accuracies {', '.join(str(frame['accuracy'].iloc[i - 2]) for i in lines)} "
                                f"({twice.nunique()} such keys); a cell has one result",
                                "delete every row but the one to keep (or all of them and run the grid again)")
+    if suspect == "drop":
+        doubtful = _suspect_cached(frame, path, stamps)
+        if doubtful:
+            key, why = next(iter(doubtful.items()))
+            warnings.warn(f"{path}: {len(doubtful)} row(s) are suspect and left out (key {key}: {why}); the grid "
+                          f"computes them again", SuspectRowsWarning, stacklevel=2)
+            frame = frame[~frame["key"].astype(str).isin(doubtful)].reset_index(drop=True)
     return frame
 
+
+def suspect_rows(frame: pd.DataFrame, path: Path) -> dict[str, str]:
+    """The rows of results file ``path`` (read as ``frame``) that cannot be trusted, key -> why: a
+    ``key`` that is not the hash of the row's own fields (the row was edited), or per-image
+    outcomes in the sidecar that contradict the row
+    (:func:`dartlib.experiments.outcomes.sidecar_check`)."""
+    out = {}
+    for i, row in enumerate(frame.to_dict("records")):
+        key = str(row["key"])
+        if key and key not in _field_keys(row):
+            out[key] = f"line {i + 2}'s key is not the hash of its fields (the row was edited)"
+    if len(frame):
+        out.update({k: why for k, why in sidecar_check(frame, path).suspect.items() if k not in out})
+    return out
+
+
+_SUSPECT: dict[tuple, dict[str, str]] = {}
+
+
+def _file_stamps(path: Path) -> tuple:
+    """What identifies a version of results file ``path`` and of its sidecar: (mtime, size, inode)."""
+    from dartlib.experiments.outcomes import sidecar
+
+    out = []
+    for f in (Path(path), sidecar(Path(path))):
+        try:
+            st = f.stat()
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return (str(Path(path).resolve()), *out)
+
+
+def _suspect_cached(frame: pd.DataFrame, path: Path, stamps: tuple) -> dict[str, str]:
+    """:func:`suspect_rows` of a results file as read, remembered per version of the file and its
+    sidecar (``stamps``), so that a grid checking its file before each cell hashes its rows once."""
+    if stamps not in _SUSPECT:
+        if len(_SUSPECT) >= 16:
+            _SUSPECT.pop(next(iter(_SUSPECT)))
+        _SUSPECT[stamps] = suspect_rows(frame, path)
+    return dict(_SUSPECT[stamps])
+
+
+def _field_keys(row: Mapping[str, object]) -> set[str]:
+    """The keys a writer may have given the cell of ``row``: its ``shift_param`` as the float the
+    file holds, or as the whole number a grid may have been declared with."""
+    def number(value: object, kind: type) -> object:
+        return None if value is None or value == "" or pd.isna(value) else kind(value)
+
+    try:
+        base = dict(dataset=str(row["dataset"]), shift=str(row["shift"]), corruption=str(row["corruption"]),
+                    severity=number(row["severity"], int), method=str(row["method"]), refiner=str(row["refiner"]),
+                    params=str(row["params"]), seed=int(row["seed"]))
+    except (TypeError, ValueError):
+        return set()
+    param = number(row["shift_param"], float)
+    forms = {param, int(param)} if param is not None and float(param).is_integer() else {param}
+    return {Cell(shift_param=p, **base).key for p in forms}
 
 def row_key(row: Mapping[str, object]) -> str:
     """The key of the cell a stored row describes, read from its fields; for a row stored before
@@ -197,7 +275,7 @@ def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     with _results_lock(path):
         write_lines(list(outcomes), path)
-        done = read_results(path)
+        done = read_results(path, suspect="keep")  # a suspect row stays until its cell's new row replaces it
         keys = {str(r["key"]) for r in rows}
         done = done[pd.Series([row_key(r) not in keys for r in done.to_dict("records")], index=done.index, dtype=bool)]
         new = pd.DataFrame(rows)[SCHEMA]
@@ -210,10 +288,12 @@ def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> 
 
 def _states(cells: list[Cell], path: Path, digests: dict[str, str]) -> list[str]:
     """Per cell: ``current`` (stored, with the digest its inputs have now, where that is known),
-    ``stale`` (stored with another digest, or without one where one is known) or ``missing``."""
-    done = read_results(path)
+    ``stale`` (stored with another digest, or without one where one is known), ``suspect``
+    (stored, but the row contradicts its key or its outcomes: :func:`suspect_rows`) or ``missing``."""
+    done = read_results(path, suspect="keep")
     stored = dict(zip(done["key"].astype(str), done["inputs"].astype(str))) if len(done) else {}
-    return ["missing" if c.key not in stored else
+    doubtful = _suspect_cached(done, path, _file_stamps(path)) if len(done) else {}
+    return ["missing" if c.key not in stored else "suspect" if c.key in doubtful else
             "stale" if c.key in digests and stored[c.key] != digests[c.key] else "current" for c in cells]
 
 
@@ -244,12 +324,12 @@ def _borrow(todo: list[Cell], digests: dict[str, str], reuse: Sequence[Path], *,
 
 def grid_status(cells: Iterable[Cell], *, path: Path, inputs: Callable[[Cell], str] | None = None) -> pd.DataFrame:
     """How far a grid is, without running it: per (method, refiner), how many of its cells are
-    stored and current, stored but stale (:func:`run_grid` recomputes them) and missing."""
+    stored and current, stored but stale or suspect (:func:`run_grid` recomputes them) and missing."""
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     frame = pd.DataFrame({"method": [c.method for c in cells], "refiner": [c.refiner for c in cells],
                           "state": _states(cells, path, digests)})
-    table = pd.crosstab([frame.method, frame.refiner], frame.state).reindex(columns=["current", "stale", "missing"],
+    table = pd.crosstab([frame.method, frame.refiner], frame.state).reindex(columns=["current", "stale", "suspect", "missing"],
                                                                            fill_value=0)
     order = list(dict.fromkeys(zip(frame.method, frame.refiner)))
     table = table.reindex(order)
@@ -287,7 +367,7 @@ def run_grid(
         held = []
         for wait, queue in ((False, todo), (True, held)):
             for cell in queue:
-                if not claims.claim(cell.key, wait=wait):
+                if not claims.claim(cell.key, wait=wait, label=cell.label()):
                     held.append(cell)  # another process computes it now: look again at the end
                     continue
                 try:
@@ -302,6 +382,27 @@ def run_grid(
                 bar.update()
     bar.close()
     return stored_rows(cells, path=path)
+
+
+# Linux's struct flock (64-bit): short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
+_FLOCK = "hh4xqqi4x"
+
+
+class ClaimWaitWarning(UserWarning):
+    """A grid waits for a cell another process has claimed: which cell, which process, how long at most."""
+
+
+class ClaimWaitTimeout(RuntimeError):
+    """A grid waited the stated time (:func:`claim_wait_limit`) for a cell another process holds;
+    the message names the cell, the process and what to do."""
+
+
+def claim_wait_limit() -> float:
+    """Seconds a grid waits for a cell another process computes: ``$DART_CLAIM_WAIT``, default
+    21600 (6 hours, longer than any cell of the cpu profile takes)."""
+    from dartlib.environment import setting
+
+    return float(setting("DART_CLAIM_WAIT") or 21600)
 
 
 class CellClaims:
@@ -327,15 +428,50 @@ class CellClaims:
     def _offset(key: str) -> int:
         return int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)  # < 2**60: a valid file offset
 
-    def claim(self, key: str, *, wait: bool = False) -> bool:
-        """Claim the cell ``key``: True when this process now holds it; False when another does
-        (with ``wait``, block until that one releases it or ends, then hold it)."""
-        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+    def claim(self, key: str, *, wait: bool = False, label: str = "", limit: float | None = None) -> bool:
+        """Claim the cell ``key``: True when this process now holds it; False when another does.
+        With ``wait``: wait until that one releases it or ends, then hold it; the wait is announced
+        once (a :class:`ClaimWaitWarning` naming the cell, ``label``, and the holder's process id)
+        and lasts at most ``limit`` seconds (default :func:`claim_wait_limit`), after which
+        :class:`ClaimWaitTimeout` is raised."""
+        if self._try(key):
+            return True
+        if not wait:
+            return False
+        limit = claim_wait_limit() if limit is None else limit
+        holder = self.holder(key)
+        cell = f"{label} (key {key})" if label else f"key {key}"
+        warnings.warn(f"{self.path.name}: cell {cell} is claimed by process {holder or 'unknown'}; waiting for it "
+                      f"to finish (at most {limit:g} s, DART_CLAIM_WAIT)", ClaimWaitWarning, stacklevel=2)
+        start, pause = time.monotonic(), 0.05
+        while not self._try(key):
+            if time.monotonic() - start >= limit:
+                raise ClaimWaitTimeout(
+                    f"{self.path}: gave up after {limit:g} s waiting for cell {cell}, claimed by process "
+                    f"{self.holder(key) or holder or 'unknown'}; let that process finish (or stop it: `kill <pid>`) "
+                    f"and run the same command again, or wait longer with DART_CLAIM_WAIT=<seconds>")
+            time.sleep(pause)
+            pause = min(1.0, pause * 2)
+        return True
+
+    def _try(self, key: str) -> bool:
         try:
-            fcntl.lockf(self._file, flags, 1, self._offset(key))
+            fcntl.lockf(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self._offset(key))
         except (BlockingIOError, PermissionError):
             return False
         return True
+
+    def holder(self, key: str) -> int | None:
+        """The id of the process that holds the claim on ``key`` now (None if none, or not known:
+        another system than Linux lays out its lock record otherwise)."""
+        if not sys.platform.startswith("linux"):
+            return None
+        request = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, self._offset(key), 1, 0)
+        try:
+            kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(self._file, fcntl.F_GETLK, request))
+        except OSError:
+            return None
+        return pid if kind != fcntl.F_UNLCK and pid > 0 else None
 
     def release(self, key: str) -> None:
         fcntl.lockf(self._file, fcntl.LOCK_UN, 1, self._offset(key))
@@ -351,12 +487,20 @@ def pending_cells(cells: list[Cell], *, path: Path, experiment: str, digests: di
         warnings.warn(f"{path}: {stale} stored row(s) were computed under other inputs than this run's (settings, "
                       f"trained models, test data or code revision); they are not used, and are recomputed",
                       StaleRowsWarning, stacklevel=3)
+    if states.count("suspect"):
+        warnings.warn(f"{path}: {states.count('suspect')} stored row(s) contradict their key or their per-image "
+                      f"outcomes; they are not used, and are recomputed", SuspectRowsWarning, stacklevel=3)
     todo = [c for c, state in zip(cells, states) if state != "current"]
     return _borrow(todo, digests, reuse, path=path, experiment=experiment)
 
 
 class StaleRowsWarning(UserWarning):
     """Stored rows of a grid whose input digest differs from the run's: they are recomputed."""
+
+
+class SuspectRowsWarning(StaleRowsWarning):
+    """Stored rows that contradict their key or their per-image outcomes (:func:`suspect_rows`):
+    left out of what readers get, and recomputed by the grid."""
 
 
 def store_row(cell: Cell, result: dict, *, path: Path, experiment: str, seconds: float, digest: str) -> None:
@@ -415,7 +559,8 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
     (:mod:`dartlib.experiments.outcomes`) theirs, by computing each such cell again: a recomputed
     accuracy equal to the stored one (to the file's 6 significant digits) adds the outcomes and
     leaves the row as it is; one that differs replaces the row (it did not reproduce, so the new
-    value is stored). Cells that are missing or stale are left to :func:`run_grid`. ``borrowers``:
+    value is stored); a suspect row (:func:`suspect_rows`) is recomputed and replaced. Cells that
+    are missing or stale are left to :func:`run_grid`. ``borrowers``:
     the results files that may hold copies of these rows; each copy is given the row and outcomes
     as they now are (:func:`copy_to_borrowers`). Returns counts: checked (equal), replaced, already
     (had outcomes), skipped (not current)."""
@@ -424,37 +569,65 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     states = _states(cells, path, digests)
-    done = read_results(path)
-    have = checked_outcomes(done, read_sidecar(path))
+    done = read_results(path, suspect="keep")
+    have = checked_outcomes(done, path)
     stored = dict(zip(done["key"].astype(str), zip(done["inputs"].astype(str), done["accuracy"])))
     counts = {"checked": 0, "replaced": 0, "already": 0, "skipped": 0}
     todo = []
     for cell, state in zip(cells, states):
-        if state != "current":
+        if state == "suspect":
+            todo.append(cell)  # its row contradicts itself or its outcomes: recomputed and replaced below
+        elif state != "current":
             counts["skipped"] += 1
         elif (cell.key, stored[cell.key][0]) in have:
             counts["already"] += 1
         else:
             todo.append(cell)
     bar = tqdm(todo, desc=f"{experiment} outcomes", unit="cell", **({} if progress else {"disable": True}))
-    for cell in bar:
-        bar.set_postfix_str(cell.label())
-        start = time.perf_counter()
-        result = evaluate(cell)
-        seconds = time.perf_counter() - start
-        digest, accuracy = stored[cell.key]
-        if float(f"{result['accuracy']:.6g}") == float(accuracy):
-            line = {"key": cell.key, "inputs": digest, **result["outcomes"].encode()}
-            with _results_lock(path):
-                write_lines([line], path)
-            counts["checked"] += 1
-        else:
-            warnings.warn(f"{path}: {cell.label()} gave {result['accuracy']:.6g}, stored {accuracy:.6g}; the row is "
-                          f"replaced by the recomputed value", StaleRowsWarning, stacklevel=2)
-            store_row(cell, result, path=path, experiment=experiment, seconds=seconds, digest=digest)
-            counts["replaced"] += 1
-        copy_to_borrowers(cell.key, path=path, borrowers=borrowers)
+    with CellClaims(path) as claims:  # as run_grid: two processes never compute one cell twice
+        for cell in bar:
+            claims.claim(cell.key, wait=True, label=cell.label())
+            try:
+                _fill_one(cell, evaluate, path=path, experiment=experiment, digests=digests, counts=counts,
+                          borrowers=borrowers, bar=bar)
+            finally:
+                claims.release(cell.key)
     return counts
+
+
+def _fill_one(cell: Cell, evaluate: Callable[[Cell], dict], *, path: Path, experiment: str, digests: dict[str, str],
+              counts: dict[str, int], borrowers: Sequence[Path], bar: tqdm) -> None:
+    """One cell of :func:`fill_outcomes`, computed under its claim; the stored row is read again
+    first, since another process may have given it outcomes (or replaced it) meanwhile."""
+    done = read_results(path, suspect="keep")
+    row = done[done["key"].astype(str) == cell.key]
+    if row.empty:
+        counts["skipped"] += 1
+        return
+    digest, accuracy = str(row["inputs"].iloc[0]), float(row["accuracy"].iloc[0])
+    state = _states([cell], path, digests)[0]
+    if state == "current" and (cell.key, digest) in sidecar_check(done, path).agree:
+        counts["already"] += 1  # given its outcomes by another process while this one waited
+        return
+    if state not in ("current", "suspect"):
+        counts["skipped"] += 1
+        return
+    bar.set_postfix_str(cell.label())
+    start = time.perf_counter()
+    result = evaluate(cell)
+    seconds = time.perf_counter() - start
+    if state == "current" and float(f"{result['accuracy']:.6g}") == accuracy:
+        line = {"key": cell.key, "inputs": digest, **result["outcomes"].encode()}
+        with _results_lock(path):
+            write_lines([line], path)
+        counts["checked"] += 1
+    else:
+        why = "its stored row is suspect" if state == "suspect" else f"stored {accuracy:.6g}"
+        warnings.warn(f"{path}: {cell.label()} gave {result['accuracy']:.6g}, {why}; the row is replaced by the "
+                      f"recomputed value", StaleRowsWarning, stacklevel=3)
+        store_row(cell, result, path=path, experiment=experiment, seconds=seconds, digest=digests.get(cell.key, digest))
+        counts["replaced"] += 1
+    copy_to_borrowers(cell.key, path=path, borrowers=borrowers)
 
 
 @lru_cache(maxsize=None)

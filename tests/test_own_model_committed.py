@@ -1,6 +1,6 @@
 """Notebook 16's trained model and g_phi are committed, so that the numbers its reference check
 compares are inference from shared weights (issue 64: a model trained from scratch on another CPU
-moved the clean accuracy by 9 points)."""
+moved the clean accuracy by 9 points); notebook 02's retrain check is left out of the default run."""
 
 import json
 from pathlib import Path
@@ -79,3 +79,12 @@ def test_a_trained_own_model_is_the_stored_copy_and_is_read_back(tmp_path):
     _, other = own_model.load_or_train_briefly(images, labels, num_classes=4, seed=1, epochs=1, device="cpu",
                                                batch_size=32, directory=tmp_path)
     assert other["path"] != meta["path"] and not other["reused"]  # another seed is another model
+
+
+def test_notebook_02s_retrain_check_is_not_in_the_default_run_and_the_docs_say_how_to_run_it():
+    assert load_profile("smoke")["retrain_check"] is False
+    command = "python -m dartlib run --profile smoke 02 --set retrain_check=true --output"
+    nb = json.loads((NOTEBOOKS_DIR / "02_source_models.ipynb").read_text())
+    assert command in "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    for doc in ("docs/testing.md",):
+        assert command in (REPO_ROOT / doc).read_text(), doc

@@ -3,6 +3,7 @@ compares are inference from shared weights (issue 64: a model trained from scrat
 moved the clean accuracy by 9 points); notebook 02's retrain check is left out of the default run."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -88,3 +89,20 @@ def test_notebook_02s_retrain_check_is_not_in_the_default_run_and_the_docs_say_h
     assert command in "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     for doc in ("docs/testing.md",):
         assert command in (REPO_ROOT / doc).read_text(), doc
+
+
+def test_the_packages_the_browser_tests_drive_are_bounded_and_installed_within_the_bounds():
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    text = (REPO_ROOT / "pyproject.toml").read_text()
+    for name in ("jupyterlab", "playwright"):
+        [line] = re.findall(rf'"({name}[<>=!~][^"]*)"', text)
+        requirement = Requirement(line)
+        assert any(spec.operator == "<" for spec in requirement.specifier), line
+        try:
+            installed = version(name)
+        except Exception:
+            continue
+        assert requirement.specifier.contains(installed), f"{name} {installed} outside {line}"

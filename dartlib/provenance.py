@@ -71,6 +71,19 @@ def record_reads(log: Path) -> None:
     sys.addaudithook(hook)
 
 
+def cpu_model_name() -> str:
+    """The CPU's model as ``lscpu`` names it ("Model name", ``/proc/cpuinfo``'s ``model name``),
+    recorded beside what was trained on it: training's result depends on the CPU's arithmetic."""
+    import platform
+
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:

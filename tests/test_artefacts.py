@@ -17,7 +17,7 @@ def test_manifest_states_provenance_of_each_file():
     assert {"source", "refiner", "iabn"} <= kinds
     for entry in manifest["files"]:
         assert entry["train_digest"] and entry["dartlib_version"], entry["file"]
-        assert entry["kind"] == "source" or entry["source_checkpoint"], entry["file"]
+        assert entry["kind"] in ("source", "own-model") or entry["source_checkpoint"], entry["file"]
     assert manifest["total_bytes"] == sum(e["bytes"] for e in manifest["files"])
 
 

@@ -22,6 +22,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from dartlib import __version__
+from dartlib.provenance import cpu_model_name
 from dartlib.dart.refiner import (
     AdditiveRefinementModule,
     DartConfig,
@@ -621,7 +622,8 @@ def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, tr
         "head": refiner.head,
         "log": log,
         "meta": {"source_checkpoint": checkpoint.name, "train_digest": train.digest(), **timing,
-                 "device": device, "dartlib_version": __version__, **(probe.meta() if probe else {})},
+                 "device": device, "cpu": cpu_model_name(), "dartlib_version": __version__,
+                 **(probe.meta() if probe else {})},
     }
     save_weights(blob, path=path)
 

@@ -44,6 +44,7 @@ NOT_TRAVELLING: tuple[str, ...] = (
     "tests/*",  # the unit tests (the dry run is their business, on the CPU)
     "benchmarks/results/*",  # measurements kept for the record
     "data/checkpoints/*.pt",  # trained models of the smoke and cpu profiles (a GPU profile trains its own)
+    "data/checkpoints/own-model/*",  # notebook 16's smoke model and g_phi (22 MB; a GPU profile trains its own)
     # the cpu rows' per-image outcomes (their SEs; 20 MiB and growing): a GPU page that shows cpu rows
     # prints their SEs' upper bound (marked ≤) instead
     "results/cpu/*.outcomes.csv",
@@ -62,7 +63,7 @@ ALWAYS_TRAVELLING: tuple[str, ...] = (
 # both select the same files).
 SPARSE_PATTERNS: tuple[str, ...] = (
     "/*", "!/results/*/notebooks/", "!/figures/", "!/docs/", "!/tests/", "!/benchmarks/results/",
-    "!/data/checkpoints/*.pt", "!*.md", "!/results/cpu/*.outcomes.csv", "/data/paper/*.csv", "/data/paper/*.yaml", "/data/checkpoints/MANIFEST.json",
+    "!/data/checkpoints/*.pt", "!/data/checkpoints/own-model/", "!*.md", "!/results/cpu/*.outcomes.csv", "/data/paper/*.csv", "/data/paper/*.yaml", "/data/checkpoints/MANIFEST.json",
     "/notebooks/",
 )
 

@@ -34,6 +34,9 @@ MANIFEST: Path = COMMITTED_DIR / "MANIFEST.json"
 # Source checkpoints whose derived artefacts (``<stem>.<variant>-<hash>.pt``) are committed.
 COMMITTED_STEMS: tuple[str, ...] = ("fmnist-small-cnn-smoke-seed0", "cifar10-resnet26-w16-cpu-seed0",
                                     "cifar10-resnet26-w8-cpu-seed0")  # the last: the backbone-strength study
+# Sub-folders committed whole: notebook 16's own model (torchvision's ResNet-18 trained briefly) and
+# its g_phi (dartlib.studies.own_model.COMMITTED_DIR), listed as "<folder>/<file>".
+COMMITTED_FOLDERS: tuple[str, ...] = ("own-model",)
 
 
 def weights_digest(module: torch.nn.Module) -> str:
@@ -57,7 +60,14 @@ def committed_files(directory: Path = COMMITTED_DIR) -> list[Path]:
     files = []
     for stem in COMMITTED_STEMS:
         files += [p for p in directory.glob(f"{stem}*.pt") if p.name == f"{stem}.pt" or p.name.startswith(f"{stem}.")]
+    for folder in COMMITTED_FOLDERS:
+        files += [p for p in (directory / folder).glob("*.pt") if not p.name.startswith(".")]
     return sorted(p for p in files if not p.name.endswith(".partial.pt"))
+
+
+def _name(path: Path, directory: Path) -> str:
+    """A committed file's name in the manifest: relative to ``directory``."""
+    return path.relative_to(directory).as_posix()
 
 
 def _plain(value):
@@ -73,15 +83,23 @@ def _plain(value):
     return str(value)
 
 
-def describe(path: Path) -> dict:
-    """One manifest entry: file, sha256, bytes, kind (source, refiner, iabn) and provenance."""
+def describe(path: Path, directory: Path = COMMITTED_DIR) -> dict:
+    """One manifest entry: file, sha256, bytes, kind (source, refiner, iabn, own-model) and provenance."""
     blob = torch.load(path, map_location="cpu", weights_only=True)
-    entry = {"file": path.name, "sha256": sha256_of(path), "bytes": path.stat().st_size}
-    if "module" in blob and "config" in blob:
+    entry = {"file": _name(path, directory), "sha256": sha256_of(path), "bytes": path.stat().st_size}
+    if blob.get("meta", {}).get("kind") == "own-model":
+        meta = blob["meta"]
+        entry.update(kind="own-model", arch=meta["arch"], recipe=_plain({k: meta.get(k) for k in (
+            "train_images", "epochs", "batch_size", "lr", "seed")}), train_digest=meta.get("train_digest"),
+            cpu=meta.get("cpu"), device=meta.get("device"), dartlib_version=meta.get("dartlib_version"),
+            torch_version=meta.get("torch_version"))
+    elif "module" in blob and "config" in blob:
         meta = blob.get("meta", {})
         entry.update(kind="refiner", config=_plain(blob["config"]), source_checkpoint=meta.get("source_checkpoint"),
                      train_digest=meta.get("train_digest"), device=meta.get("device"),
                      dartlib_version=meta.get("dartlib_version"))
+        if meta.get("cpu"):
+            entry["cpu"] = meta["cpu"]
     elif "meta" in blob and "arch" in blob["meta"]:
         meta = blob["meta"]
         entry.update(kind="source", arch=meta["arch"], dataset=meta.get("dataset"), recipe=meta.get("recipe"),
@@ -107,7 +125,7 @@ def _source_digest(source: Path) -> str | None:
 
 def write_manifest(directory: Path = COMMITTED_DIR) -> Path:
     """(Re)write ``MANIFEST.json`` for the committed files in ``directory``."""
-    entries = [describe(p) for p in committed_files(directory)]
+    entries = [describe(p, directory) for p in committed_files(directory)]
     manifest = {
         "about": "trained artefacts committed so that every machine computes from the same weights "
                  "(dartlib.models.artefacts); regenerate with `python -m dartlib artefacts manifest`",
@@ -173,7 +191,7 @@ def verify_manifest(directory: Path = COMMITTED_DIR) -> list[ManifestProblem]:
                 f"{file}: sha256 differs from {path.name} (retrained or damaged; `git checkout -- {file}` "
                 "restores the committed one, `python -m dartlib artefacts manifest` records a new one)", "damaged"))
     for file in committed_files(directory):
-        if file.name not in listed:
+        if _name(file, directory) not in listed:
             problems.append(ManifestProblem(
                 f"{file}: not in {path.name}; commit it and run `python -m dartlib artefacts manifest`, "
                 "or delete it if it was trained by mistake", "unlisted"))

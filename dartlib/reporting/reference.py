@@ -61,6 +61,13 @@ RULES: dict[tuple[str, str], Rule] = {
     ("*", "accuracy"): ACCURACY,
     # Figure 3's curve: means over long-tailed streams of at least 2,478 images (rho = 100), which
     # the file does not list; 3 binomial standard errors at 85% over 2,478 images are 2.1 points.
+    # Notebook 16: inference from its committed ResNet-18 and g_phi (dartlib.studies.own_model), stored
+    # from a run on an AMD EPYC (lscpu "Model name"; the files' metadata names the CPU they were
+    # trained on); other kernels (ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE) gave the same five numbers.
+    ("own_model.csv", "accuracy"): Rule(binomial=True, reason=(
+        "inference from notebook 16's committed model and g_phi (stored from an AMD EPYC run): another CPU's "
+        "rounding flips a few near-tie predictions, which 3 binomial standard errors bound; a model trained "
+        "from scratch instead of the committed one moves these by several points and fails")),
     ("accuracy_vs_rho.csv", "accuracy"): Rule(abs_tol=2.0, reason=(
         "a mean accuracy over long-tailed streams of at least 2,478 images: about 3 binomial standard errors")),
 }

@@ -1236,6 +1236,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: a damaged {'JSON' if isinstance(err, json.JSONDecodeError) else 'lzma'} file "
               f"({_first_line(err)}){_where(err)}; fetch or write it again", file=sys.stderr)
         return EXIT_DAMAGED
+    except ModuleNotFoundError as err:  # an optional command without its extra: the line that installs it
+        from dartlib.extras import missing_module_message
+
+        line = missing_module_message(err, command=args.command)
+        if line is None or setting("DART_TRACEBACK") == "1":
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return EXIT_MISSING
     except Exception as err:  # not a failure the suite knows: still one line, with where it happened
         if setting("DART_TRACEBACK") == "1":
             raise

@@ -65,3 +65,18 @@ def test_a_name_a_method_holds_is_refused_and_a_redefinition_replaces_itself():
     assert METHODS["again"] is second is not first
     with pytest.raises(ValueError, match="'again' is taken by mine.Again; give other.Again another name"):
         type("Again", (BNAdapt,), {"name": "again", "__module__": "other"})
+
+
+def test_an_optional_command_without_its_extra_names_the_line_that_installs_it(monkeypatch, capsys):
+    import sys
+
+    from dartlib.cli import EXIT_MISSING, main
+
+    monkeypatch.setitem(sys.modules, "nbformat", None)  # import nbformat now raises ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "dartlib.runner", raising=False)
+    monkeypatch.delenv("DART_TRACEBACK", raising=False)
+    assert main(["lab", "--no-browser"]) == EXIT_MISSING
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: `python -m dartlib lab` needs nbformat, which the notebooks extra installs: "
+                   "pip install 'dartlib[notebooks]' (in a checkout: pip install -e '.[notebooks]', or make setup "
+                   "for every extra)")

@@ -46,7 +46,7 @@ from dartlib.data.protocols import class_balanced, dirichlet_stream
 from dartlib.data.sources import Dataset
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted
-from dartlib.paths import data_root
+from dartlib.paths import cache_root
 
 Images = Union[np.ndarray, torch.Tensor]
 Data = Union[tuple[Images, Images], Sequence, Dataset, torch.utils.data.Dataset]
@@ -61,8 +61,10 @@ class SettingError(ValueError):
 
 
 def default_cache_dir() -> Path:
-    """``<data root>/cache/refiners``, where fitted refiners are kept unless told otherwise."""
-    return data_root() / "cache" / "refiners"
+    """``<cache root>/refiners`` (:func:`dartlib.paths.cache_root`: ``data/cache/refiners`` in a
+    checkout, the user's cache folder for an installed package), where fitted refiners are kept
+    unless told otherwise."""
+    return cache_root() / "refiners"
 
 
 @dataclass

@@ -724,15 +724,19 @@ def _cmd_choose_alpha(args: argparse.Namespace) -> int:
     config = DartConfig(**{k: v for k, v in given.items() if v is not None}, per_class=args.per_class, seed=args.seed)
     try:
         search = AlphaSearch(alphas=args.alphas, heldout_per_class=args.heldout,
-                             batch_size=args.test_batch_size or TEST_BATCH_SIZE, max_loss=args.max_loss)
+                             batch_size=args.test_batch_size or TEST_BATCH_SIZE, shift_weight=args.shift_weight)
+        validation = load_labelled(args.validation) if args.validation else None
         choice = select_alpha(model=model, data=(images, labels), num_classes=num_classes,
                               device=args.device or default_device(), config=config, search=search,
-                              progress=not args.quiet)
+                              validation=validation, progress=not args.quiet)
     except SettingError as err:
         raise SystemExit(f"choose-alpha: {err}") from None
+    where = (f"the {len(validation[1])} images of --validation" if validation is not None
+             else "the training images held out (g_phi trained on the rest)")
     print(f"{type(model).__name__} on {len(labels)} labelled images ({num_classes} classes); g_phi of {config.epochs} "
-          "epochs per candidate on the images not held out, scored on the held-out ones (no test data)")
+          f"epochs per candidate, scored on {where} (no test data)")
     print(choice.table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(choice.report())
     print(choice)
     print(f"use DartConfig(alpha={choice.alpha:g}) in fit_refiner")
     if args.out:
@@ -1001,8 +1005,9 @@ def _parser_validate_alpha(sub) -> None:
 
 def _parser_choose_alpha(sub) -> None:
     choose = sub.add_parser(
-        "choose-alpha", help="choose alpha for your own model on its training data (no test data): the paper's "
-                             "unless BNAdapt+DART loses more than --max-loss points on held-out i.i.d. batches")
+        "choose-alpha", help="choose alpha for your own model on labelled data (no test data): per candidate, DART's "
+                             "gain over BNAdapt on held-out batches without and with label shift, with SEs; the paper's "
+                             "alpha unless another scores more than 2 SE better")
     choose.add_argument("--model", required=True,
                         help="FILE.py:NAME or package.module:NAME (a model, or a function returning one), or a TorchScript "
                              ".pt file (torch.jit.save); it maps float N x C x H x W in [0, 1] "
@@ -1015,8 +1020,12 @@ def _parser_choose_alpha(sub) -> None:
     choose.add_argument("--alphas", type=float_list, default="0.1,0.3,1,3,10,30", help="comma-separated candidates")
     choose.add_argument("--keep", type=non_negative_float,
                         help="the alpha kept unless it loses too much (default: the paper's, DartConfig.alpha)")
-    choose.add_argument("--max-loss", type=non_negative_float, default=0.5,
-                        help="accuracy points DART may lose to BNAdapt on held-out i.i.d. batches")
+    choose.add_argument("--shift-weight", type=non_negative_float, default=0.5,
+                        help="weight w in [0, 1] of the gain under label shift in each candidate's score, "
+                             "(1 - w) x gain without shift + w x gain under shift")
+    choose.add_argument("--validation", help="labelled images the model was not trained on (.npz with 'images' and "
+                                             "'labels'): scored instead of a held-out part of --data, and g_phi "
+                                             "trained on all of --data")
     choose.add_argument("--heldout", type=positive_int, help="training images per class held out (default: a fifth of "
                                                              "the smallest class, at most 500)")
     choose.add_argument("--epochs", type=positive_int, help="intermediate epochs of each candidate's g_phi; validate "

@@ -11,7 +11,10 @@ from dartlib.profiles import DEFAULT_PROFILE, profile_names
 from dartlib.registry import UnknownNameError
 
 VALIDATION_EPOCHS = 2  # g_phi length of ``validate-alpha`` unless --epochs says otherwise
-RESUMABLE = ("grid", "run", "train")  # commands that keep finished work: an interrupted one is resumed by running it again
+RESUMABLE = ("grid", "run", "train")
+# Commands an installed copy runs (docs/install.md); every other one reads the notebooks, profiles or
+# committed rows of a checkout.
+WITHOUT_CHECKOUT = ("choose-alpha", "data")  # commands that keep finished work: an interrupted one is resumed by running it again
 
 
 def positive_int(text: str) -> int:
@@ -1206,6 +1209,13 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:
         _unknown_options(parser, args, extra)
+    from dartlib.paths import from_checkout
+
+    if args.command not in WITHOUT_CHECKOUT and not from_checkout():
+        print(f"error: `python -m dartlib {args.command}` works on a checkout of the repository (its notebooks, "
+              f"profiles and committed rows), which an installed copy does not hold: clone the repository and run it "
+              f"there; an installed copy runs {' and '.join(WITHOUT_CHECKOUT)} (docs/install.md)", file=sys.stderr)
+        return EXIT_MISSING
     try:
         check_environment()  # every variable the suite reads, before anything is written
     except EnvironmentSettingError as err:

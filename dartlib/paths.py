@@ -76,6 +76,10 @@ def output_root(profile: str) -> Path:
     root = os.environ.get(OUTPUT_DIR_ENV)
     if root and os.environ.get(OUTPUT_PROFILE_ENV) == profile:
         return Path(root).expanduser().resolve()
+    if not from_checkout():  # never beside an installed package
+        raise FileNotFoundError(f"{profile}'s results/, figures/ and runs/ live in a checkout of the repository, which "
+                                f"this installed copy ({REPO_ROOT / 'dartlib'}) is not: clone the repository and work "
+                                f"there, or set {OUTPUT_DIR_ENV} and {OUTPUT_PROFILE_ENV}={profile}")
     return REPO_ROOT
 
 

@@ -135,3 +135,15 @@ def test_the_wheel_installs_alone_and_writes_nothing_beside_itself(tmp_path):
     after = sorted(p.relative_to(site) for p in site.rglob("*") if "__pycache__" not in p.parts)
     assert after == before  # nothing written inside site-packages
     assert sorted(p.name for p in work.iterdir()) == []  # nor in the working folder
+
+
+def test_an_installed_copy_refuses_the_checkout_commands_in_one_line(installed_layout, capsys):
+    from dartlib.cli import EXIT_MISSING, main
+
+    assert main(["profiles"]) == EXIT_MISSING
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: `python -m dartlib profiles` works on a checkout of the repository") and "\n" not in err
+    assert "an installed copy runs choose-alpha and data (docs/install.md)" in err
+    with pytest.raises(FileNotFoundError, match="cpu's results/, figures/ and runs/ live in a checkout"):
+        paths.results_dir("cpu")
+    assert not (installed_layout / "site-packages" / "results").exists()

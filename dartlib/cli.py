@@ -11,7 +11,10 @@ from dartlib.profiles import DEFAULT_PROFILE, profile_names
 from dartlib.registry import UnknownNameError
 
 VALIDATION_EPOCHS = 2  # g_phi length of ``validate-alpha`` unless --epochs says otherwise
-RESUMABLE = ("grid", "run", "train")  # commands that keep finished work: an interrupted one is resumed by running it again
+RESUMABLE = ("grid", "run", "train")
+# Commands an installed copy runs (docs/install.md); every other one reads the notebooks, profiles or
+# committed rows of a checkout.
+WITHOUT_CHECKOUT = ("choose-alpha", "data")  # commands that keep finished work: an interrupted one is resumed by running it again
 
 
 def positive_int(text: str) -> int:
@@ -762,15 +765,19 @@ def _cmd_choose_alpha(args: argparse.Namespace) -> int:
     config = DartConfig(**{k: v for k, v in given.items() if v is not None}, per_class=args.per_class, seed=args.seed)
     try:
         search = AlphaSearch(alphas=args.alphas, heldout_per_class=args.heldout,
-                             batch_size=args.test_batch_size or TEST_BATCH_SIZE, max_loss=args.max_loss)
+                             batch_size=args.test_batch_size or TEST_BATCH_SIZE, shift_weight=args.shift_weight)
+        validation = load_labelled(args.validation) if args.validation else None
         choice = select_alpha(model=model, data=(images, labels), num_classes=num_classes,
                               device=args.device or default_device(), config=config, search=search,
-                              progress=not args.quiet)
+                              validation=validation, progress=not args.quiet)
     except SettingError as err:
         raise SystemExit(f"choose-alpha: {err}") from None
+    where = (f"the {len(validation[1])} images of --validation" if validation is not None
+             else "the training images held out (g_phi trained on the rest)")
     print(f"{type(model).__name__} on {len(labels)} labelled images ({num_classes} classes); g_phi of {config.epochs} "
-          "epochs per candidate on the images not held out, scored on the held-out ones (no test data)")
+          f"epochs per candidate, scored on {where} (no test data)")
     print(choice.table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(choice.report())
     print(choice)
     print(f"use DartConfig(alpha={choice.alpha:g}) in fit_refiner")
     if args.out:
@@ -1037,8 +1044,9 @@ def _parser_validate_alpha(sub) -> None:
 
 def _parser_choose_alpha(sub) -> None:
     choose = sub.add_parser(
-        "choose-alpha", help="choose alpha for your own model on its training data (no test data): the paper's "
-                             "unless BNAdapt+DART loses more than --max-loss points on held-out i.i.d. batches")
+        "choose-alpha", help="choose alpha for your own model on labelled data (no test data): per candidate, DART's "
+                             "gain over BNAdapt on held-out batches without and with label shift, with SEs; the paper's "
+                             "alpha unless another scores more than 2 SE better")
     choose.add_argument("--model", required=True,
                         help="FILE.py:NAME or package.module:NAME (a model, or a function returning one), or a TorchScript "
                              ".pt file (torch.jit.save); it maps float N x C x H x W in [0, 1] "
@@ -1051,8 +1059,12 @@ def _parser_choose_alpha(sub) -> None:
     choose.add_argument("--alphas", type=float_list, default="0.1,0.3,1,3,10,30", help="comma-separated candidates")
     choose.add_argument("--keep", type=non_negative_float,
                         help="the alpha kept unless it loses too much (default: the paper's, DartConfig.alpha)")
-    choose.add_argument("--max-loss", type=non_negative_float, default=0.5,
-                        help="accuracy points DART may lose to BNAdapt on held-out i.i.d. batches")
+    choose.add_argument("--shift-weight", type=non_negative_float, default=0.5,
+                        help="weight w in [0, 1] of the gain under label shift in each candidate's score, "
+                             "(1 - w) x gain without shift + w x gain under shift")
+    choose.add_argument("--validation", help="labelled images the model was not trained on (.npz with 'images' and "
+                                             "'labels'): scored instead of a held-out part of --data, and g_phi "
+                                             "trained on all of --data")
     choose.add_argument("--heldout", type=positive_int, help="training images per class held out (default: a fifth of "
                                                              "the smallest class, at most 500)")
     choose.add_argument("--epochs", type=positive_int, help="intermediate epochs of each candidate's g_phi; validate "
@@ -1239,6 +1251,13 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:
         _unknown_options(parser, args, extra)
+    from dartlib.paths import from_checkout
+
+    if args.command not in WITHOUT_CHECKOUT and not from_checkout():
+        print(f"error: `python -m dartlib {args.command}` works on a checkout of the repository (its notebooks, "
+              f"profiles and committed rows), which an installed copy does not hold: clone the repository and run it "
+              f"there; an installed copy runs {' and '.join(WITHOUT_CHECKOUT)} (docs/install.md)", file=sys.stderr)
+        return EXIT_MISSING
     try:
         check_environment()  # every variable the suite reads, before anything is written
     except EnvironmentSettingError as err:
@@ -1281,6 +1300,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: a damaged {'JSON' if isinstance(err, json.JSONDecodeError) else 'lzma'} file "
               f"({_first_line(err)}){_where(err)}; fetch or write it again", file=sys.stderr)
         return EXIT_DAMAGED
+    except ModuleNotFoundError as err:  # an optional command without its extra: the line that installs it
+        from dartlib.extras import missing_module_message
+
+        line = missing_module_message(err, command=args.command)
+        if line is None or setting("DART_TRACEBACK") == "1":
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return EXIT_MISSING
     except Exception as err:  # not a failure the suite knows: still one line, with where it happened
         if setting("DART_TRACEBACK") == "1":
             raise

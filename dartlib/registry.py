@@ -20,7 +20,8 @@ def unknown_name_message(kind: str, name: str, valid: Iterable[str]) -> str:
 
 
 class Registry(Mapping[str, T], Generic[T]):
-    """An ordered, read-only mapping of names; ``reg[name]`` names the valid keys on a miss."""
+    """An ordered mapping of names; ``reg[name]`` names the valid keys on a miss. Entries are only
+    added (:meth:`register`), never removed or silently replaced."""
 
     def __init__(self, kind: str, items: Mapping[str, T] | None = None) -> None:
         self.kind = kind
@@ -37,3 +38,19 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def register(self, name: str, item: T, *, same=None) -> T:
+        """Add ``item`` under ``name`` and return it. A name already held is refused (ValueError
+        naming the holder) unless ``same(held, item)`` says the two are one thing defined again
+        (a notebook cell run twice), which then replaces it."""
+        if not isinstance(name, str) or not name or name != name.strip():
+            raise ValueError(f"a {self.kind} needs a non-empty name without surrounding spaces, got {name!r}")
+        held = self._items.get(name)
+        if held is not None and held is not item and not (same is not None and same(held, item)):
+            raise ValueError(f"{self.kind} name {name!r} is taken by {_label(held)}; give {_label(item)} another name")
+        self._items[name] = item
+        return item
+
+
+def _label(item: object) -> str:
+    return f"{getattr(item, '__module__', '?')}.{getattr(item, '__qualname__', type(item).__name__)}"

@@ -214,6 +214,7 @@ def test_report_puts_our_benchmark_tables_beside_the_papers(root, monkeypatch):
     from dartlib.studies.large_benchmarks import benchmark_report
 
     monkeypatch.setattr(paths, "REPO_ROOT", root)  # tables go to <root>/results/fixture/tables
+    monkeypatch.setattr(paths, "from_checkout", lambda: True)
     cells = benchmark_cells("cifar100c-imb", corruptions=["gaussian_noise", "fog"], shift_params=[200],
                             methods=["bnadapt"], refiners=["none", "dart-split"])
     results = pd.DataFrame([{**c.__dict__, "accuracy": acc} for c, acc in zip(cells, [30.0, 40.0, 50.0, 60.0])])

@@ -68,9 +68,14 @@ def test_every_python_block_of_using_dart_runs_in_order(doc_namespace):
     assert sum(int(n) for n in printed[4].split("[")[1].split("]")[0].split(",")) == 200
     # the alpha rule's verdict, then the gains per candidate (rows) and rho (columns)
     choice = namespace["choice"]
-    assert printed[5].startswith(f"alpha = {choice.alpha:g}: 0.1 changes accuracy on held-out i.i.d. batches by")
+    assert printed[5].startswith("  alpha  gain, no shift    gain, shifted     score")
+    assert f"\nalpha = {choice.alpha:g}: DART's gain over BNAdapt on held-out batches" in printed[5]
     assert choice.alpha in (0.1, 1.0, 10.0) and sorted(choice.table.alpha.unique()) == [0.1, 1.0, 10.0]
     assert list(choice.gains().columns) == [1.0, 10.0, 100.0]
+    assert choice.table.n.tolist()[:3] == [1000] * 3  # the validation images, all at rho 1
+    # the page's table: this model, validation images held out, the rule picks 10 and DART does not help
+    assert choice.alpha == 10.0 and not choice.helps
+    assert "DART does not help this model on the held-out data" in printed[5]
 
 
 def test_the_page_reads_its_refiner_back_from_the_cache(doc_namespace):
@@ -81,4 +86,4 @@ def test_the_page_reads_its_refiner_back_from_the_cache(doc_namespace):
         again = namespace["fit_refiner"](model=namespace["model"], data=(namespace["x_train"], namespace["y_train"]),
                                          num_classes=10, device="cpu", config=namespace["config"])
     assert again.reused and again.path == namespace["fitted"].path
-    assert len([p for p in cache.glob("*.pt") if "fit-heldout" not in p.name]) == 1  # select_alpha's are tagged
+    assert len([p for p in cache.glob("*.pt") if "fit-" not in p.name]) == 1  # select_alpha's are tagged

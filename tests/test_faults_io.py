@@ -89,6 +89,7 @@ def repo(tmp_path, monkeypatch):
     import dartlib.paths
 
     monkeypatch.setattr(dartlib.paths, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(dartlib.paths, "from_checkout", lambda: True)  # a checkout's layout under tmp_path
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path / "data"))
     return tmp_path
 

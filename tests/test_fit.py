@@ -92,8 +92,16 @@ def test_models_dart_cannot_refine_are_refused_before_training(tmp_path):
     with pytest.raises(SettingError, match="has no BatchNorm layer"):
         fit_refiner(model=no_bn, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path)
     three_logits = nn.Sequential(tiny_model(), nn.Linear(K, 3))
-    with pytest.raises(SettingError, match=r"model returned \(2, 3\) for 2 images; DART needs logits \(2, 4\)"):
+    with pytest.raises(SettingError, match=r"num_classes=4 but the model returns 3 logits per image: pass num_classes=3"):
         fit_refiner(model=three_logits, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path)
+    # one class too many: the labels leave it empty, but what is wrong is num_classes against the logits
+    with pytest.raises(SettingError) as err:
+        fit_refiner(model=tiny_model(), data=data, num_classes=K + 1, device="cpu", config=TINY, cache_dir=tmp_path)
+    assert str(err.value).startswith(f"num_classes={K + 1} but the model returns {K} logits per image")
+    assert "\n" not in str(err.value)
+    with pytest.raises(SettingError, match=r"model returned \(2, 4, 1\) for 2 images; DART needs logits \(2, 4\)"):
+        fit_refiner(model=nn.Sequential(tiny_model(), nn.Unflatten(1, (K, 1))), data=data, num_classes=K, device="cpu",
+                    config=TINY, cache_dir=tmp_path)
     with pytest.raises(SettingError, match=r"model\(x\) failed on two training images .*float32 \(2, 1, 8, 8\)"):
         fit_refiner(model=tiny_model(), data=(data[0][..., :1], data[1]), num_classes=K, device="cpu", config=TINY,
                     cache_dir=tmp_path)

@@ -77,3 +77,19 @@ def test_importing_the_core_imports_none_of_the_extras():
             + f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
     assert out.stdout.strip() == "[]", f"the core imports {out.stdout.strip()} at import time"
+
+
+# The import name of each extra's distribution where it differs from the distribution's name.
+IMPORT_NAMES = {"scikit-learn": "sklearn", "imagecorruptions-imaug": "imagecorruptions"}
+
+
+def test_every_extras_package_is_named_by_the_extra_a_missing_import_points_to():
+    from dartlib.extras import EXTRAS, extra_for
+
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra, requirements in extras.items():
+        for name in {_name(r) for r in requirements} - {"dartlib"}:
+            module = IMPORT_NAMES.get(name, name.replace("-", "_"))
+            assert extra_for(module) == extra, f"{name} (import {module}) of the {extra} extra: add it to EXTRAS"
+    assert set(EXTRAS) == set(extras) - {"all"}
+    assert extra_for("torch") is None and extra_for("matplotlib.pyplot") == "notebooks"

@@ -9,7 +9,7 @@ from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.data.sources import Dataset
 from dartlib.models.backbones import small_cnn
 from dartlib.data.protocols import long_tailed
-from dartlib.studies.alpha_choice import AlphaSearch, choose_alpha, heldout_rows, holdout_split
+from dartlib.studies.alpha_choice import AlphaChoice, AlphaSearch, choose_alpha, heldout_rows, holdout_split
 
 
 def test_holdout_split_is_disjoint_and_class_balanced():
@@ -93,33 +93,91 @@ def _plain_model_and_arrays():
 SMALL = dict(per_class=40, n_dir=4, epochs=1, batch_size=32, hidden=16)
 
 
-def test_select_alpha_runs_the_rule_on_a_users_model_and_arrays(tmp_path, monkeypatch):
-    """The paper's 0.1 loses 2 points on the held-out i.i.d. stream, 1 loses 0.3: the rule takes 1,
-    the smallest candidate within 0.5 points; with 0.1 within, it keeps 0.1."""
-    from dartlib.dart.refiner import DartConfig
-    from dartlib.studies import alpha_choice
+def _outcomes(n: int, bn: np.ndarray, dart: dict[tuple[float, float], np.ndarray], rhos=(1.0, 10.0)):
+    """Per-image outcomes of streams over n held-out images (every image in every stream)."""
+    from dartlib.experiments.outcomes import CellOutcomes
 
-    model, images, labels = _plain_model_and_arrays()
-    iid_gain = {0.1: -2.0, 1.0: -0.3, 10.0: 0.0}
+    order = np.arange(n)
+    out = {("bnadapt", None, r): CellOutcomes.from_stream(order=order, correct=bn, size=n) for r in rhos}
+    out |= {("dart", a, r): CellOutcomes.from_stream(order=order, correct=c, size=n) for (a, r), c in dart.items()}
+    table = pd.DataFrame([{"alpha": a, "rho": r} for (a, r) in dart])
+    return table, out
 
-    def scored(model, refiner, held, *, rhos, batch_size, seed, device):
-        assert held.split == "train-heldout" and len(held) == 4 * 20  # held-out training images, no test data
-        return [{"rho": float(r), "n": 80, "bnadapt": 80.0,
-                 "dart": 80.0 + (iid_gain[refiner.config.alpha] if r == 1 else 5.0), "w_minus_i": 0.0, "b_norm": 0.0}
-                for r in rhos]
 
-    monkeypatch.setattr(alpha_choice, "heldout_rows", scored)
-    choice = alpha_choice.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
-                                     config=DartConfig(**SMALL), search=AlphaSearch(alphas=[1, 10], heldout_per_class=20),
-                                     cache_dir=tmp_path, progress=False)
-    assert choice.alpha == 1.0 and choice.kept == 0.1
-    assert str(choice).startswith("alpha = 1: 0.1 changes accuracy on held-out i.i.d. batches by -2.00 points, a loss "
-                                  "of more than 0.5; 1 (-0.30) is the smallest candidate within it")
-    assert choice.gains().loc[0.1, 100.0] == 5.0
-    iid_gain[0.1] = -0.4
-    assert alpha_choice.select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu",
-                                   config=DartConfig(**SMALL), search=AlphaSearch(alphas=[1, 10], heldout_per_class=20),
-                                   cache_dir=tmp_path, progress=False).alpha == 0.1
+def _flip(correct: np.ndarray, k: int) -> np.ndarray:
+    """``correct`` with its first k wrong predictions right (k < 0: its first -k right ones wrong)."""
+    out = correct.copy()
+    idx = np.flatnonzero(~correct if k > 0 else correct)[:abs(k)]
+    out[idx] = ~out[idx]
+    return out
+
+
+def test_the_rule_weighs_the_cost_without_shift_against_the_gain_under_it():
+    """400 held-out images, BNAdapt right on 300. alpha 0.1: -10 at rho 1, +25 under shift (score
+    +7.5); alpha 10: 0 and +10 (score +5): 0.1 is kept. Its gain SEs follow the paired formula."""
+    from dartlib.studies.alpha_choice import scored_candidates
+
+    n, bn = 400, np.arange(400) % 4 != 0
+    dart = {(0.1, 1.0): _flip(bn, -40), (0.1, 10.0): _flip(bn, 100), (10.0, 1.0): bn.copy(), (10.0, 10.0): _flip(bn, 40)}
+    table, outcomes = _outcomes(n, bn, dart)
+    summary, chosen = scored_candidates(table, outcomes, kept=0.1, shift_weight=0.5)
+    assert chosen == 0.1
+    assert summary.loc[0.1, ["iid", "shifted", "score"]].tolist() == pytest.approx([-10.0, 25.0, 7.5])
+    assert summary.loc[10.0, ["iid", "shifted", "score"]].tolist() == pytest.approx([0.0, 10.0, 5.0])
+    d = (dart[(0.1, 1.0)].astype(float) - bn) * 100
+    assert summary.loc[0.1, "iid_se"] == pytest.approx(d.std(ddof=1) / np.sqrt(n))  # paired, image by image
+    # the score's difference: 0.5 (d_iid(10) - d_iid(0.1)) + 0.5 (d_lt(10) - d_lt(0.1)) per image, paired
+    z = 0.5 * (dart[(10.0, 1.0)].astype(float) - dart[(0.1, 1.0)]) + 0.5 * (dart[(10.0, 10.0)].astype(float) - dart[(0.1, 10.0)])
+    assert summary.loc[10.0, "behind"] == pytest.approx(-2.5)
+    assert summary.loc[10.0, "behind_se"] == pytest.approx(100 * z.std(ddof=1) / np.sqrt(n))
+    # weighing only the cost without shift, 10 scores 10 points better, far beyond 2 SE: it is taken
+    assert scored_candidates(table, outcomes, kept=0.1, shift_weight=0.0)[1] == 10.0
+
+
+def test_the_kept_alpha_stays_unless_beaten_by_more_than_two_se():
+    from dartlib.studies.alpha_choice import scored_candidates
+
+    n, bn = 400, np.arange(400) % 4 != 0
+    # 10 leads 0.1 by 2 images at rho 1 and 2 under shift (12 images gained, 10 others lost, on each
+    # stream): 0.5 points of score, within 2 SE of the paired difference
+    def mixed(correct):
+        return _flip(_flip(correct, 12), -10)
+
+    dart = {(0.1, 1.0): bn.copy(), (0.1, 10.0): _flip(bn, 40), (10.0, 1.0): mixed(bn), (10.0, 10.0): mixed(_flip(bn, 40))}
+    table, outcomes = _outcomes(n, bn, dart)
+    summary, chosen = scored_candidates(table, outcomes, kept=0.1, shift_weight=0.5)
+    assert summary.score.idxmax() == 10.0 and chosen == 0.1
+    assert 0 < summary.loc[10.0, "behind"] <= 2 * summary.loc[10.0, "behind_se"]  # ahead, within 2 SE
+    choice = AlphaChoice(alpha=chosen, kept=0.1, shift_weight=0.5, table=table, summary=summary, separable=False,
+                         helps=True)
+    assert "The held-out data cannot separate it from alpha = 10 (score differences within 2 SE)" in str(choice)
+    assert "does not help" not in str(choice)
+    # no candidate gains under shift beyond 2 SE: said in words
+    flat = {(a, r): _flip(bn, 1 if a == 10.0 else 0) for a in (0.1, 10.0) for r in (1.0, 10.0)}
+    table, outcomes = _outcomes(n, bn, flat)
+    summary, chosen = scored_candidates(table, outcomes, kept=0.1, shift_weight=0.5)
+    choice = AlphaChoice(alpha=chosen, kept=0.1, shift_weight=0.5, table=table, summary=summary, separable=False,
+                         helps=False)
+    assert "DART does not help this model on the held-out data" in str(choice)
+
+
+def test_select_alpha_takes_grey_images_of_any_size_and_a_validation_set(tmp_path):
+    from dartlib.studies.alpha_choice import select_alpha
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 4)).eval()
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(400, 9, 13, 1), dtype=np.uint8)  # grey, 9 x 13
+    labels = np.arange(400) % 4
+    search = AlphaSearch(alphas=[10], heldout_per_class=20, rhos=(1, 10), batch_size=20)
+    choice = select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu", config=DartConfig(**SMALL),
+                          search=search, cache_dir=tmp_path, progress=False)
+    assert choice.table.n.tolist()[:2] == [80, 80]
+    held = select_alpha(model=model, data=(images, labels), num_classes=4, device="cpu", config=DartConfig(**SMALL),
+                        search=search, validation=(images[:100], labels[:100]), cache_dir=tmp_path, progress=False)
+    assert held.table.n.tolist()[:2] == [100, 100]  # the validation images, all of them at rho 1
+    assert len(list(tmp_path.glob("*fit-all*"))) == 2  # g_phi trained on all the data for both candidates
 
 
 def test_select_alpha_scores_trained_refiners_on_held_out_streams(tmp_path):
@@ -135,8 +193,13 @@ def test_select_alpha_scores_trained_refiners_on_held_out_streams(tmp_path):
                           config=DartConfig(**SMALL),
                           search=AlphaSearch(alphas=[10], heldout_per_class=20, rhos=(1, 10), batch_size=20), cache_dir=tmp_path, progress=False)
     assert choice.alpha in (0.1, 10.0)
-    assert list(choice.table.columns) == ["alpha", "rho", "n", "bnadapt", "dart", "w_minus_i", "b_norm", "gain"]
-    assert choice.table.n.tolist() == [80, len(long_tailed(np.arange(80) % 4, rho=10.0, seed=0))] * 2
+    assert list(choice.table.columns) == ["alpha", "rho", "n", "bnadapt", "dart", "gain", "gain_se", "w_minus_i",
+                                          "b_norm"]
+    lt = len(long_tailed(np.arange(80) % 4, rho=10.0, seed=0))
+    assert choice.table.n.tolist() == [80, 80, lt, lt]  # per rho, per candidate
+    assert list(choice.summary.index) == [0.1, 10.0] and (choice.summary.iid_se >= 0).all()
+    assert choice.summary.loc[choice.alpha, "behind"] == 0.0
+    assert choice.helps == bool((choice.summary.shifted > 2 * choice.summary.shifted_se).any())
     # the stronger regulariser keeps g_phi closer to the identity on balanced batches
     w = choice.table[choice.table.rho == 1].set_index("alpha").w_minus_i
     assert w[10.0] < w[0.1]
@@ -167,6 +230,7 @@ def test_the_choose_alpha_command_takes_a_model_file_weights_and_an_npz(tmp_path
     out = capsys.readouterr().out
     assert "Sequential on 400 labelled images (4 classes)" in out and "use DartConfig(alpha=" in out
     assert len(pd.read_csv(tmp_path / "alpha.csv")) == 2 * 3  # 0.1 and 10, at rho 1, 10, 100
+    assert "gain, no shift    gain, shifted     score" in out and "points on held-out batches" in out
     with pytest.raises(SystemExit, match="has arrays .*'x'.* it needs 'images' and 'labels'"):
         np.savez(tmp_path / "bad.npz", x=images)
         main([*args[:5], "--data", str(tmp_path / "bad.npz")])

@@ -46,7 +46,7 @@ from dartlib.data.protocols import class_balanced, dirichlet_stream
 from dartlib.data.sources import Dataset
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted
-from dartlib.paths import data_root
+from dartlib.paths import cache_root
 
 Images = Union[np.ndarray, torch.Tensor]
 Data = Union[tuple[Images, Images], Sequence, Dataset, torch.utils.data.Dataset]
@@ -61,8 +61,10 @@ class SettingError(ValueError):
 
 
 def default_cache_dir() -> Path:
-    """``<data root>/cache/refiners``, where fitted refiners are kept unless told otherwise."""
-    return data_root() / "cache" / "refiners"
+    """``<cache root>/refiners`` (:func:`dartlib.paths.cache_root`: ``data/cache/refiners`` in a
+    checkout, the user's cache folder for an installed package), where fitted refiners are kept
+    unless told otherwise."""
+    return cache_root() / "refiners"
 
 
 @dataclass
@@ -107,8 +109,9 @@ def fit_refiner(
     """
     config = DartConfig() if config is None else config
     device = check_device(device)
-    train = labelled_images(data, num_classes=num_classes)
-    check_model(model, train, num_classes=num_classes, device=device, config=config)
+    train = labelled_images(data, num_classes=num_classes, every_class=False)
+    check_model(model, train, num_classes=num_classes, device=device, config=config)  # the logits' width first
+    check_every_class(train.labels, num_classes=num_classes)
     check_supported(train.labels, config, num_classes=num_classes)
     folder = Path(default_cache_dir() if cache_dir is None else cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -243,6 +246,13 @@ def _from_items(dataset: torch.utils.data.Dataset) -> tuple[np.ndarray, np.ndarr
     return _images_array(stacked), np.asarray(labels, dtype=np.int64)
 
 
+def check_every_class(labels: np.ndarray, *, num_classes: int) -> None:
+    """Refuse training labels that leave a class of 0..num_classes-1 without an image (D_int is
+    class-balanced); run after :func:`check_model`, so that a ``num_classes`` the model's logits do
+    not have is named as that."""
+    _check_labels(labels, num_classes, every_class=True)
+
+
 def _check_labels(labels: np.ndarray, num_classes: int, *, every_class: bool) -> None:
     if labels.size == 0:
         raise SettingError("no labelled images: DART's g_phi is trained on labelled training data")
@@ -277,6 +287,10 @@ def check_model(model: nn.Module, train: Dataset, *, num_classes: int, device: s
     except Exception as err:
         raise SettingError(f"model(x) failed on two training images as DART feeds them (float32 {tuple(x.shape)}, "
                            f"values in [0, 1], on {device}): {type(err).__name__}: {err}") from err
+    if isinstance(out, torch.Tensor) and out.ndim == 2 and out.shape[0] == 2 and out.shape[1] != num_classes:
+        raise SettingError(f"num_classes={num_classes} but the model returns {out.shape[1]} logits per image: pass "
+                           f"num_classes={out.shape[1]} (labels 0..{out.shape[1] - 1}), or give the model "
+                           f"{num_classes} outputs")
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise SettingError(f"model returned {shape} for 2 images; DART needs logits (2, {num_classes}) "

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from dartlib.data.files import atomic_path
-from dartlib.paths import data_root
+from dartlib.paths import cache_root
 from dartlib.registry import Registry
 
 
@@ -243,7 +243,7 @@ def cached(protocol: str, labels: np.ndarray, *, cache_dir: Path | None = None, 
         json.dumps({"protocol": protocol, **params}, sort_keys=True, default=str).encode()
         + labels.astype("<i8").tobytes()
     ).hexdigest()[:16]
-    folder = cache_dir or data_root() / "cache" / "protocols"
+    folder = cache_dir or cache_root() / "protocols"
     path = folder / f"{protocol}-{key}.npy"
     if path.is_file():
         return np.load(path)

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from dartlib.data.files import CacheDiscardedWarning, DamagedFileError, atomic_path, load_npy, load_npz, read_json, write_text_atomic
-from dartlib.paths import data_root
+from dartlib.paths import cache_root, data_root
 from dartlib.registry import Registry
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
@@ -260,7 +260,7 @@ def _cache_path(tag: str, source: Path) -> Path:
         for name in sorted(files):
             st = os.stat(os.path.join(folder, name))
             h.update(f"{os.path.relpath(os.path.join(folder, name), source)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return data_root() / "cache" / f"{tag}-{h.hexdigest()[:12]}.npz"
+    return cache_root() / f"{tag}-{h.hexdigest()[:12]}.npz"
 
 
 def _read_cache(cache: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:

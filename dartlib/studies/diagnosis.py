@@ -191,7 +191,7 @@ def prepare_diagnosis_context(*, settings: Settings, device: str | None = None, 
     Returns (context, source metadata)."""
     from dartlib.dart.intermediate import load_or_train_refiners
     from dartlib.experiments.engine import prepare_context
-    from dartlib.paths import data_root
+    from dartlib.paths import cache_root
 
     context, meta = prepare_context(settings=settings, method_inputs=False, device=device, progress=progress,
                                     trained_only=trained_only)
@@ -199,7 +199,7 @@ def prepare_diagnosis_context(*, settings: Settings, device: str | None = None, 
     configs = [variant_config(settings=settings, name=name) for name in names]
     refiners = load_or_train_refiners(settings.checkpoint(), context.source, None, configs, progress=progress)
     context.refiners.update({name: refiner for name, (refiner, _) in zip(names, refiners)})
-    context.logits_store = data_root() / "cache"  # BNAdapt's logits, shared by every variant and run
+    context.logits_store = cache_root()  # BNAdapt's logits, shared by every variant and run
     return context, meta
 
 

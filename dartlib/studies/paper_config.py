@@ -106,14 +106,14 @@ def prepare_paper_context(*, settings: Settings, device: str | None = None, prog
     --variants NAME`` trains one, hours of a CPU core). Returns (context, source metadata)."""
     from dartlib.dart.intermediate import load_or_train_refiners
     from dartlib.experiments.engine import prepare_context
-    from dartlib.paths import data_root
+    from dartlib.paths import cache_root
 
     context, meta = prepare_context(settings=settings, device=device, progress=progress, trained_only=trained_only)
     names = trained_paper_variants(settings=settings)
     configs = [variant_config(settings=settings, name=n) for n in names]
     refiners = load_or_train_refiners(settings.checkpoint(), context.source, None, configs, progress=progress)
     context.refiners.update({n: refiner for n, (refiner, _) in zip(names, refiners)})
-    context.logits_store = data_root() / "cache"  # BNAdapt's logits, shared with the diagnosis's runs
+    context.logits_store = cache_root()  # BNAdapt's logits, shared with the diagnosis's runs
     return context, meta
 
 

@@ -8,8 +8,7 @@ import torch
 from torch import nn
 
 from dartlib.dart.refiner import Refiner
-from dartlib.registry import Registry
-from dartlib.tta.base import Adapter, Predictions, Refinement
+from dartlib.tta.base import METHODS, Adapter, Predictions, Refinement
 from dartlib.tta.basic import BNAdapt, NoAdapt, PseudoLabel, Tent, entropy
 from dartlib.tta.delta import Delta
 from dartlib.tta.lame import Lame
@@ -19,11 +18,9 @@ from dartlib.tta.ods import Ods
 from dartlib.tta.roid import Roid
 from dartlib.tta.sar import Sar
 
-METHODS: Registry[type[Adapter]] = Registry(
-    "method",
-    {"noadapt": NoAdapt, "bnadapt": BNAdapt, "tent": Tent, "pl": PseudoLabel, "note": Note, "delta": Delta, "ods": Ods,
-     "lame": Lame, "sar": Sar, "memo": Memo, "roid": Roid},
-)
+for _cls in (NoAdapt, BNAdapt, Tent, PseudoLabel, Note, Delta, Ods, Lame, Sar, Memo, Roid):  # the documented order
+    METHODS.register(_cls.name, _cls)
+del _cls
 
 
 def make(name: str, model: nn.Module, *, refiner: Refiner | None = None,

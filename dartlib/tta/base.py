@@ -21,6 +21,17 @@ from torch import nn
 from dartlib.dart.fit import SettingError
 from dartlib.dart.refiner import Refiner, norm_preserving
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted
+from dartlib.registry import Registry
+
+# Every method by name (``make``, ``wrap``, the profiles' method lists). The suite's own are added
+# in dartlib.tta in a fixed order; a subclass defined elsewhere that sets ``name`` in its body is
+# added when it is defined (:meth:`Adapter.__init_subclass__`).
+METHODS: Registry[type["Adapter"]] = Registry("method")
+
+
+def _same_class(held: type, new: type) -> bool:
+    """A class defined again under its module and name (a notebook cell run twice)."""
+    return (held.__module__, held.__qualname__) == (new.__module__, new.__qualname__)
 
 
 class Adapter(abc.ABC):
@@ -44,6 +55,13 @@ class Adapter(abc.ABC):
     # A check of every batch before it is adapted on (:func:`dartlib.tta.wrap.wrap` sets one that
     # refuses a batch of the wrong dtype, range or channel count); None: no check.
     input_check: Callable[[torch.Tensor], None] | None = None
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A method of your own is usable by name once defined: ``class Mine(Adapter): name = "mine"``
+        makes ``wrap("mine", ...)`` work (a name a method already holds is refused)."""
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__ and not cls.__module__.startswith("dartlib.tta."):
+            METHODS.register(cls.name, cls, same=_same_class)
 
     @classmethod
     def context_files(cls, *, settings, checkpoint: Path) -> list[Path]:

@@ -69,10 +69,11 @@ class InputCheck:
                                "pixels), as the model was given them in fit_refiner")
 
 
-def wrap(method: str, *, model: nn.Module, refiner: Refiner | None, device: str | torch.device,
+def wrap(method: str, *, model: nn.Module, refiner: Refiner | None = None, device: str | torch.device,
          **options) -> Adapter:
     """An adapter of registered ``method`` (``dartlib.tta.METHODS``: noadapt, bnadapt, tent, pl,
-    note, delta, ods, lame, sar, memo, roid) around a copy of ``model`` on ``device``.
+    note, delta, ods, lame, sar, memo, roid, and any ``Adapter`` subclass of yours that sets
+    ``name``) around a copy of ``model`` on ``device``.
 
     With ``refiner`` every batch's W_B, b_B come from the frozen BN-adapted copy of ``model``
     (Algorithm 2) and the method uses the refined logits wherever it uses predictions; ``None``

@@ -811,7 +811,7 @@ def ledger_changes(*, before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame
     a, b = keyed(before), keyed(after)
     merged = a.merge(b, on=["claim", "check", "n"], how="outer", suffixes=("_before", "_after"), indicator=True)
     rows = []
-    for r in merged.fillna("").to_dict("records"):
+    for r in merged.astype(object).fillna("").to_dict("records"):
         if r["_merge"] == "right_only":
             reason, old, new = "new check", "", r["status_after"]
         elif r["_merge"] == "left_only":

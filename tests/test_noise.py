@@ -201,10 +201,14 @@ def test_a_gain_s_seed_term_is_the_spread_of_its_per_seed_gains():
     frame = pd.DataFrame(rows)
     est = noise.difference(frame[frame.refiner == "dart"], frame[frame.refiner == "none"], outcomes=outcomes)
     assert est.value == pytest.approx(5.0) and est.seeds == 3
-    # every image's z_i is 0 or 1/3000 (50 of 1000 images gained per seed): the image term alone
+    # no seed spread; of the image noise only the part the seeds share is added: z_i is 1/3000 on each seed's
+    # 50 gained images (disjoint across seeds), so Var(mean) = mean_s Var_s / 3 and the shared part is 0
     z = np.select([np.arange(1000) < 700, np.arange(1000) < 750, np.arange(1000) < 800, np.arange(1000) < 850,
                    np.arange(1000) < 900, np.arange(1000) < 950], [0, 1, 0, 1, 0, 1], 0) / 3000
-    assert est.se == pytest.approx(math.sqrt(1000 / 999 * ((z - z.mean()) ** 2).sum() * 1e4))
+    var_mean = 1000 / 999 * ((z - z.mean()) ** 2).sum() * 1e4
+    var_seed = 1000 / 999 * 50 * (1 / 1000 - 0.05 / 1000) ** 2 * 1e4 + 1000 / 999 * 950 * (0.05 / 1000) ** 2 * 1e4
+    assert est.se == pytest.approx(math.sqrt(max(0.0, (3 * var_mean - var_seed) / 2)), abs=1e-9)
+    assert est.se < 0.01  # the additive rule (each side's spread, or the whole image variance) would give 0.38
     assert est.df == math.inf and est.critical == 2.0
     # a seed missing one cell is left out: the mean is over the seeds that cover every cell
     part = pd.concat([frame, frame[frame.seed == 2].assign(corruption="snow", key=lambda f: f.key + "s")])

@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -84,15 +85,85 @@ def test_no_loss_readings_hold_only_beyond_two_standard_errors_of_their_margin()
     assert judge(ours=claims.Estimate(-1.0, 0.2), bound=margin, op=">=")[1] == "FAILS"
 
 
-def test_a_stated_size_is_judged_two_sided():
-    """"within 0.5*paper of paper": a gain twice the paper's fails as surely as one near zero."""
-    judge = claims.judge
-    paper = claims.Estimate(5.7, 0.0)
-    assert judge(ours=claims.Estimate(5.9, 0.3), bound=paper, op="within 2.85")[1] == "HOLDS"
-    assert judge(ours=claims.Estimate(11.4, 0.3), bound=paper, op="within 2.85")[1] == "FAILS"
-    assert judge(ours=claims.Estimate(0.5, 0.3), bound=paper, op="within 2.85")[1] == "FAILS"
-    match = claims._CONDITION.match("within 0.5*paper of paper")
-    assert match["tolf"] == "0.5" and match["paper"] == "paper"
+def test_a_stated_size_is_judged_apart_from_its_direction():
+    """A stated effect gets a direction verdict (the condition) and a size verdict: within the claim's
+    margin of the paper's number, else LARGER or SMALLER in the asserted direction, with the ratio; a
+    larger effect in the stated direction is no failure of the direction."""
+    E = claims.Estimate
+    # W beats b: ours +5.09 +- 0.23 where the paper states 0.4 (margin 1 point)
+    assert claims.judge(ours=E(5.09, 0.23), bound=E(0.0, 0.0), op=">")[1] == "HOLDS"
+    size, ratio = claims.judge_size(ours=E(5.09, 0.23), paper=0.4, margin=1.0)
+    assert size == "LARGER" and ratio == pytest.approx(12.725)
+    # ROID's drop 38.7 +- 0.4 where the paper states 67.4 (margin a quarter, 16.85): smaller, not as stated
+    assert claims.judge_size(ours=E(38.7, 0.4), paper=67.4, margin=16.85)[0] == "SMALLER"
+    assert claims.judge_size(ours=E(5.9, 0.3), paper=5.7, margin=1.425)[0] == "AS STATED"
+    # within the margin but not beyond 2 SE of its edge: undecided, either way
+    assert claims.judge_size(ours=E(6.5, 0.5), paper=5.7, margin=1.425)[0] == "UNDECIDED"
+    assert claims.judge_size(ours=E(7.5, 0.5), paper=5.7, margin=1.425)[0] == "UNDECIDED"
+    # "comparably" read one-sided (>= -1.2): a gain of +2.57 where the paper has -0.6 is larger, not a failure
+    assert claims.judge(ours=E(2.57, 0.18), bound=E(-1.2, 0.0), op=">=")[1] == "HOLDS"
+    assert claims.judge_size(ours=E(2.57, 0.18), paper=-0.6, margin=1.2, sense=1.0)[0] == "LARGER"
+    # "<" asserts a negative effect: more negative than stated is larger
+    assert claims.judge_size(ours=E(-9.0, 0.2), paper=-4.0, margin=1.0, sense=-1.0)[0] == "LARGER"
+    assert claims.judge_size(ours=claims.NAN, paper=4.0, margin=1.0)[0] == "NOT RUN"
+
+
+def test_a_seeded_estimate_is_decided_at_its_t_quantile():
+    """An SE with a seed term of 2 degrees of freedom decides at 4.53 SE, not 2: 3 SE is within noise."""
+    E = claims.Estimate
+    zero = E(0.0, 0.0)
+    assert claims.judge(ours=E(3.0, 1.0), bound=zero, op=">")[1] == "HOLDS"
+    assert claims.judge(ours=E(3.0, 1.0, "images", 3, 2.0), bound=zero, op=">")[1] == "WITHIN NOISE"
+    assert claims.judge(ours=E(-3.0, 1.0, "images", 3, 2.0), bound=zero, op=">")[1] == "WITHIN NOISE"
+    assert claims.judge(ours=E(4.6, 1.0, "images", 3, 2.0), bound=zero, op=">")[1] == "HOLDS"
+    # a paired gap's own degrees of freedom decide where the bound is other rows
+    gap = E(3.0, 1.0, "images", 3, 2.0)
+    assert claims.judge(ours=E(71.0, 0.6), bound=E(68.0, 0.6), op=">", gap=gap)[1] == "WITHIN NOISE"
+
+
+def test_a_refiner_trained_under_another_seed_is_that_refiner_s_seed():
+    frame = _rows([{"refiner": "alpha0.1-epochs50", "seed": 0, "accuracy": 70.0},
+                   {"refiner": "alpha0.1-epochs50-seed1", "seed": 1, "accuracy": 71.0},
+                   {"refiner": "alpha0.1-epochs50-seed2", "seed": 0, "accuracy": 72.0}],
+                  method="bnadapt", shift_param=1)
+    named = claims.seed_refiners(frame)
+    # seed 1's refiner on seed 1's streams is a seed of alpha0.1-epochs50; seed 2's on seed 0's streams is a variant
+    assert named.refiner.tolist() == ["alpha0.1-epochs50", "alpha0.1-epochs50", "alpha0.1-epochs50-seed2"]
+
+
+def test_a_gain_over_seeds_is_the_mean_of_the_per_seed_gains_and_one_seed_says_so():
+    """Three g_phi seeds (named by refiner, each on its seed's streams): ours is the mean of the
+    per-seed gains with the spread of those gains; the same check on one seed says its SE has no seed term."""
+    rows = []
+    for seed, (base, gain) in enumerate(((70.0, -1.20), (71.0, -1.37), (69.0, -0.80))):
+        name = "alpha0.1-epochs50" + (f"-seed{seed}" if seed else "")
+        for c in ("fog", "snow"):
+            rows += [{"method": "bnadapt", "refiner": "none", "seed": seed, "corruption": c, "accuracy": base},
+                     {"method": "bnadapt", "refiner": name, "seed": seed, "corruption": c, "accuracy": base + gain}]
+    frame = claims.seed_refiners(_rows(rows, shift_param=1, n=10000))
+    check = {"quantity": "gain", "method": "bnadapt", "refiner": "alpha0.1-epochs50", "shift_param": 1}
+    est = claims.quantity(frame, check)
+    assert est.value == pytest.approx((-1.20 - 1.37 - 0.80) / 3) and est.seeds == 3
+    # no outcomes: the bound (each row's binomial SE over 2 cells x 3 seeds) plus the per-seed gains' spread,
+    # not the sides' own spreads (70, 71, 69: a variance of 1 / 3 each)
+    acc = frame.accuracy.to_numpy(float)
+    bound = float(np.sum(np.sqrt(acc * (100 - acc) / 10000)) / 6)
+    seed_var = np.var([-1.20, -1.37, -0.80], ddof=1) / 3
+    assert est.se == pytest.approx(math.sqrt(bound**2 + seed_var)) and est.critical > 2.0
+    one = claims.quantity(frame[frame.seed == 0], check)
+    assert one.seeds == 1 and one.critical == 2.0
+    r = claims.CheckResult("c", "gain", -1.0, one.value, one.se, -0.5, 0.0, "FAILS", ">= -0.5", "bound", "", 1)
+    assert "1 seed: no seed term" in claims._seeds(r)
+
+
+def test_the_paper_s_own_numbers_are_judged_by_each_reading(tmp_path):
+    """Where the paper's own table fails a reading, the ledger says so: DELTA's drop at rho 100 (15.5)
+    exceeds LAME's (14.6) in Table 1, so "degrade less than other baselines" fails there on the paper."""
+    table = claims.evaluate("cpu", corrupted_dataset="cifar10c", folder=tmp_path)  # no rows of ours
+    own = table.set_index(["claim", "check", "condition"])["paper_reading"]
+    assert own["label-shift-aware-methods-degrade-less", "drop delta 1->100", "< drop(lame)"] == "FAILS"
+    assert own["label-shift-aware-methods-degrade-less", "drop note 1->100", "< drop(lame)"] == "HOLDS"
+    assert (table.status == "NOT RUN").all()
 
 
 def test_a_bound_of_other_rows_is_judged_on_the_paired_difference():
@@ -120,17 +191,18 @@ def test_every_quote_is_the_papers_sentence_word_for_word():
         assert " ".join(claim["quote"].split()) in tex, claim["id"]
 
 
-def test_every_size_the_sentence_states_is_read_at_half_and_every_check_names_its_setting():
+def test_every_stated_size_is_judged_apart_with_a_margin_and_its_reason():
+    """A sentence that states a size has checks of that size (``size: true``), their direction a
+    one-sided condition (never "within ... of paper", which mixed direction and size), and its claim
+    states the margin and why."""
     for claim in claims.load_claims():
         stated = re.findall(r"(\d+(?:\.\d+)?)\\%", claim["quote"])
         conditions = [str(c["reduced"]) for c in claim["checks"]]
-        if stated and claim["id"] not in ("dart-split-above-noadapt-cifar100c", "ten-epochs-close-to-fifty",
-                                          "alpha-zero-costs-balanced-batches"):
-            assert any("0.5*paper" in c for c in conditions), claim["id"]
-
-
-# the committed cpu results: the counts and the readings the old ledger got wrong
-CPU_COUNTS = {"HOLDS": 213, "WITHIN NOISE": 14, "FAILS": 65, "NOT RUN": 53}
+        assert not any("paper of paper" in c for c in conditions), claim["id"]
+        if stated and claim["id"] not in ("dart-split-above-noadapt-cifar100c", "ten-epochs-close-to-fifty"):
+            assert any(c.get("size") for c in claim["checks"]), claim["id"]
+        if any(c.get("size") for c in claim["checks"]):
+            assert claim["size_margin"] and len(claim["size_reason"].split()) > 5, claim["id"]
 
 
 @pytest.fixture(scope="module")
@@ -138,21 +210,26 @@ def cpu() -> pd.DataFrame:
     return claims.evaluate("cpu", corrupted_dataset="cifar10c", folder=claims.PAGE_RESULTS["cpu"])
 
 
-def test_the_committed_cpu_ledger_counts(cpu):
-    assert cpu["status"].value_counts().to_dict() == {k: v for k, v in CPU_COUNTS.items() if v}
-
-
 def test_the_committed_cpu_ledger_reads_each_sentence_whole(cpu):
     got = cpu.set_index(["claim", "check"])["status"]
     # "without any performance degradation": -0.76 +- 0.08 (paired) is a loss beyond the 0.5-point margin
     assert got["abstract-gains-without-degradation", "gain bnadapt+dart over none at 1"] == "FAILS"
-    # a stated size read two-sidedly: d as input gains 3.2-6.7, ours -0.4 and -2.4 at rho 10 and 100
+    size = cpu.set_index(["claim", "check"])["size"]
+    # d as input gains 3.2-6.7: ours -0.4 and -2.4 at rho 10 and 100, the wrong direction
     assert got["prediction-deviation-input-gains"].tolist()[1:] == ["FAILS", "FAILS"]
-    # "W beats b by 0.4 and 2.3": ours 5.1 and 12.9, thirteen and six times the stated gap, is not that size
-    assert got["w-beats-b-under-severe-shift"].tolist() == ["FAILS", "FAILS"]
-    # 32 beats 128 by 10.9 at rho 100 where the paper states 2.1: too large to be the stated effect
-    assert got["intermediate-batch-128-gains-less",
-               "gain bnadapt+dart over dart[int_batch=128;hidden=1000] at 100 [int_batch=32;hidden=1000]"] == "FAILS"
+    # "W beats b by 0.4 and 2.3": ours 5.1 and 12.9 hold the direction and are larger than stated
+    assert got["w-beats-b-under-severe-shift"].tolist() == ["HOLDS", "HOLDS"]
+    assert size["w-beats-b-under-severe-shift"].tolist() == ["LARGER", "LARGER"]
+    # 32 beats 128 by 10.9 at rho 100 where the paper states 2.1: the direction holds, the size is larger
+    key = ("intermediate-batch-128-gains-less",
+           "gain bnadapt+dart over dart[int_batch=128;hidden=1000] at 100 [int_batch=32;hidden=1000]")
+    assert got[key] == "HOLDS" and size[key] == "LARGER"
+    # DART-split improving BNAdapt at rho 10 (+2.57) is no failure of "comparably ... maintaining"
+    key = ("dart-split-on-cifar10c-lt", "gain bnadapt+dart-split over none at 10")
+    assert got[key] == "HOLDS" and size[key] == "LARGER"
+    # ROID's stated 67.4% drop: ours 38.7 is a drop (direction) of a smaller size
+    key = ("mixed-domains", "drop roid balanced->0.1")
+    assert got[key] == "HOLDS" and size[key] == "SMALLER"
     # 10 against 50 epochs from notebook 15's pairs (no longer NOT RUN); the sensitivity table has no 50
     tens = cpu[cpu.claim == "ten-epochs-close-to-fifty"]
     assert (tens[tens.check.str.contains("over epochs50|over alpha0.1-epochs50")].status != "NOT RUN").all()
@@ -161,8 +238,11 @@ def test_the_committed_cpu_ledger_reads_each_sentence_whole(cpu):
     versus = {c.split("(")[1].split(")")[0] for c in cpu[cpu.claim == "label-shift-aware-methods-degrade-less"].condition}
     assert versus == {"tent", "sar", "bnadapt", "pl", "lame"}
     # gains grow with rho: a check per method and step, and BNAdapt's two at the paper's g_phi
-    grow = cpu[cpu.claim == "dart-gains-grow-with-rho"]
-    assert len(grow) == 18 and (grow.configuration == claims.PAPER_G_PHI).sum() == 2
+    # gains grow with rho, judged step by step: a check per method and step, on the profile's refiner and at the
+    # paper's g_phi
+    grow = cpu[(cpu.claim == "dart-gains-grow-with-rho") & cpu.condition.str.startswith("> gain(")]
+    paper = grow[grow.check.str.contains("alpha0.1-epochs50")]
+    assert len(grow) == 32 and len(paper) == 16 and paper.configuration.str.startswith(claims.PAPER_G_PHI).all()
     # "robust to the hyperparameters": each combination against the default (64, 1000) at equal optimiser
     # steps, batches 32 and 128 from the equal-steps controls, never from the fixed-epoch refiners
     robust = cpu[cpu.claim == "dart-robust-to-intermediate-batch-and-width"]
@@ -177,3 +257,24 @@ def test_the_committed_claims_page_is_the_generated_one():
     page = claims.committed_page()
     assert claims.CLAIMS_PAGE.read_text() == page, "regenerate: python -c 'from dartlib.book.claims " \
                                                     "import write_claims_page; write_claims_page()'"
+
+
+def test_the_configuration_judged_is_read_from_the_rows_own_record(tmp_path):
+    """A results folder's "Configuration judged" names the refiner its rows used (a run's run.json and
+    the alpha its DART rows carry), not the profile file's settings; without a record it says so."""
+    import json
+
+    rows = _rows([{"method": "bnadapt", "refiner": "dart", "params": "alpha=30", "accuracy": 70.0},
+                  {"method": "bnadapt", "refiner": "none", "accuracy": 69.0}], shift_param=1)
+    rows.to_csv(tmp_path / "table1.csv", index=False)
+    (tmp_path / "run.json").write_text(json.dumps({"gphi": {"epochs": 19, "chosen_alpha": 30.0}}))
+    recorded = claims.recorded_refiner(folder=tmp_path)
+    assert recorded["dart_epochs"] == 19 and recorded["dart_alpha"] == 30.0
+    profile = {"dart_epochs": 50, "dart_alpha": 0.1, "ablation_epochs": 2, "ablation_alpha": 30.0,
+               "table1_corruptions": ["fog"], "note_finetune_epochs": 1}
+    label = claims.judged_configuration(params={**profile, **recorded}, experiments=["table1"])
+    assert "g_phi 19 epochs at alpha 30 (recorded: run.json)" in label and "Table 1: g_phi 50" not in label
+    assert "no record" in claims.judged_configuration(params=profile, experiments=["table1"])
+    # rows of two alphas do not say which refiner is the main one: no record
+    pd.concat([rows, rows.assign(params="alpha=0.1", corruption="snow")]).to_csv(tmp_path / "table1.csv", index=False)
+    assert claims.recorded_refiner(folder=tmp_path) == {}

@@ -87,7 +87,7 @@ def test_rows_without_outcomes_get_an_upper_bound_and_say_so():
     assert bound.se == pytest.approx(binom(fa) + binom(fb))
 
 
-def test_seed_spread_is_added_with_ddof_1():
+def test_seed_spread_is_added_with_ddof_1_beside_the_image_noise_the_seeds_share():
     rows, outcomes = [], {}
     for seed, hits_n in ((0, 700), (1, 800), (2, 900)):
         hits = np.arange(1000) < hits_n
@@ -101,8 +101,12 @@ def test_seed_spread_is_added_with_ddof_1():
     # images: z_i = mean over seeds of hit_i / 1000 -> per-image values 1, 2/3, 1/3, 0 (in 1/1000 units)
     z = np.select([np.arange(1000) < 700, np.arange(1000) < 800, np.arange(1000) < 900], [1, 2 / 3, 1 / 3], 0) / 1000
     image_var = 1000 / 999 * ((z - z.mean()) ** 2).sum() * 1e4
+    # each seed's own clustered variance; the seeds' spread already holds it, so only the shared part is added
+    each = [1000 / 999 * 1000 * (p * (1 - p)) / 1000**2 * 1e4 for p in (0.7, 0.8, 0.9)]
+    shared = (3 * image_var - np.mean(each)) / 2
     seed_var = np.var([70.0, 80.0, 90.0], ddof=1) / 3
-    assert est.se == pytest.approx(math.sqrt(image_var + seed_var))
+    assert est.se == pytest.approx(math.sqrt(max(shared, 0.0) + seed_var))
+    assert est.seeds == 3 and est.df == pytest.approx((max(shared, 0.0) + seed_var) ** 2 / (seed_var**2 / 2))
 
 
 def test_outcomes_round_trip_and_count_a_repeated_image():
@@ -117,3 +121,103 @@ def test_outcomes_round_trip_and_count_a_repeated_image():
     assert twice.members.tolist() == [0, 2, 1] and twice.correct.tolist() == [0, 1, 1]
     back = CellOutcomes.decode(**twice.encode())
     assert back.members.tolist() == [0, 2, 1] and back.n == 3 and back.accuracy == pytest.approx(200 / 3)
+
+
+# A long-tailed, seeded simulation: each cell's stream draws its images class by class with
+# replacement (unequal images per cell, some images left out, some drawn twice), the g_phi seed
+# moves the refined method's accuracy by a seed effect, and a gain is averaged over three seeds.
+LT_IMAGES, LT_CLASSES, LT_CORRUPTIONS, LT_SEEDS, LT_TAU = 1000, 10, 5, 3, 0.01
+LT_PER_CLASS = np.array([150, 100, 70, 50, 35, 25, 18, 12, 9, 6])  # images per class in a stream (rho about 25)
+_LT_SHIFT = np.random.default_rng(98).normal(scale=0.5, size=(LT_CORRUPTIONS, 1))  # the corruptions are fixed
+
+
+def _lt_replicate(rng: np.random.Generator) -> tuple[pd.DataFrame, dict]:
+    """Rows and outcomes of BNAdapt ("none") and a refined method ("dart", three g_phi seeds) on
+    long-tailed streams of LT_CORRUPTIONS corruptions: one replicate with new images, new streams and
+    new seed effects. An image keeps its outcome wherever it is drawn (the same file, the same model)."""
+    classes = np.arange(LT_IMAGES) % LT_CLASSES
+    members = [np.flatnonzero(classes == k) for k in range(LT_CLASSES)]
+    p = 1 / (1 + np.exp(-(0.8 + 1.5 * rng.normal(size=LT_IMAGES)[None, :] + _LT_SHIFT)))
+    u = rng.random((LT_CORRUPTIONS, LT_IMAGES))
+    effect = 0.04 + rng.normal(scale=LT_TAU, size=LT_SEEDS)  # each g_phi seed's gain in probability
+    rows, outcomes = [], {}
+    for seed in range(LT_SEEDS):
+        for c in range(LT_CORRUPTIONS):
+            scale = 0.6 + 0.2 * c  # unequal stream sizes across cells
+            order = np.concatenate([rng.choice(m, size=max(1, round(n * scale)), replace=True)
+                                    for m, n in zip(members, LT_PER_CLASS)])
+            for refiner, hits in (("none", u < p), ("dart", u < p + effect[seed])):
+                key = f"{refiner}-{c}-{seed}"
+                o = CellOutcomes.from_stream(order=order, correct=hits[c][order], size=LT_IMAGES)
+                rows.append({**{k: "" for k in SCHEMA}, "dataset": "sim", "shift": "lt", "shift_param": 25.0,
+                             "corruption": f"c{c}", "severity": 5, "method": "bnadapt", "refiner": refiner,
+                             "seed": seed, "n": o.n, "accuracy": o.accuracy, "key": key, "inputs": "d"})
+                outcomes[(key, "d")] = o
+    return pd.DataFrame(rows), outcomes
+
+
+# Planting an SE error of this size must fail the test (the test is tuned to catch it).
+SE_ERROR = 1.0
+
+
+def test_the_se_of_a_three_seed_long_tailed_gain_matches_its_simulated_spread():
+    """Over 400 replicates the model's SE of BNAdapt+DART's three-seed gain on long-tailed streams
+    (repeated and omitted images, unequal cells, a g_phi seed effect) matches the spread of the
+    gain: the root mean square SE at most 12% above the spread and not below it (an SE 12% off either way
+    fails), and the t quantile
+    at the Welch-Satterthwaite degrees of freedom misses the mean gain about as often as its level
+    says (4.6%), where 2 SE, ignoring the seed term's 2 degrees of freedom, misses it far more often."""
+    rng = np.random.default_rng(5)
+    values, ses, crit = [], [], []
+    for _ in range(400):
+        frame, outcomes = _lt_replicate(rng)
+        est = noise.difference(frame[frame.refiner == "dart"], frame[frame.refiner == "none"], outcomes=outcomes)
+        assert est.kind == "images" and est.seeds == LT_SEEDS and est.df < math.inf
+        values.append(est.value), ses.append(est.se * SE_ERROR), crit.append(est.critical)
+    values, ses, crit = np.array(values), np.array(ses), np.array(crit)
+    spread = values.std(ddof=1)
+    # the model errs upward by up to 12% here (each seed's stream re-draws images the others hold too,
+    # which the shared part counts roughly), never downward: an SE 12% too small or too large fails
+    assert 0.99 < math.sqrt(np.mean(ses**2)) / spread < 1.12
+    miss = np.abs(values - values.mean()) > crit * ses
+    assert 0.01 < miss.mean() < 0.075
+    assert (np.abs(values - values.mean()) > 2 * ses).mean() > miss.mean() + 0.03
+
+
+def test_a_gain_s_seed_term_is_the_spread_of_its_per_seed_gains():
+    """The seed term of a gain is the variance of the per-seed gains, not the two sides' seed
+    spreads added: a refined method and its baseline that move together from seed to seed have a
+    gain with no seed spread."""
+    rows, outcomes = [], {}
+    for seed, hits_n in ((0, 700), (1, 800), (2, 900)):
+        for refiner, extra in (("none", 0), ("dart", 50)):
+            hits = np.arange(1000) < hits_n + extra
+            o = CellOutcomes.from_stream(order=np.arange(1000), correct=hits, size=1000)
+            key = f"{refiner}{seed}"
+            rows.append({**{k: "" for k in SCHEMA}, "dataset": "sim", "shift": "lt", "shift_param": 1.0,
+                         "corruption": "fog", "severity": 5, "method": "a", "refiner": refiner, "seed": seed,
+                         "n": 1000, "accuracy": o.accuracy, "key": key, "inputs": "d"})
+            outcomes[(key, "d")] = o
+    frame = pd.DataFrame(rows)
+    est = noise.difference(frame[frame.refiner == "dart"], frame[frame.refiner == "none"], outcomes=outcomes)
+    assert est.value == pytest.approx(5.0) and est.seeds == 3
+    # no seed spread; of the image noise only the part the seeds share is added: z_i is 1/3000 on each seed's
+    # 50 gained images (disjoint across seeds), so Var(mean) = mean_s Var_s / 3 and the shared part is 0
+    z = np.select([np.arange(1000) < 700, np.arange(1000) < 750, np.arange(1000) < 800, np.arange(1000) < 850,
+                   np.arange(1000) < 900, np.arange(1000) < 950], [0, 1, 0, 1, 0, 1], 0) / 3000
+    var_mean = 1000 / 999 * ((z - z.mean()) ** 2).sum() * 1e4
+    var_seed = 1000 / 999 * 50 * (1 / 1000 - 0.05 / 1000) ** 2 * 1e4 + 1000 / 999 * 950 * (0.05 / 1000) ** 2 * 1e4
+    assert est.se == pytest.approx(math.sqrt(max(0.0, (3 * var_mean - var_seed) / 2)), abs=1e-9)
+    assert est.se < 0.01  # the additive rule (each side's spread, or the whole image variance) would give 0.38
+    assert est.df == math.inf and est.critical == 2.0
+    # a seed missing one cell is left out: the mean is over the seeds that cover every cell
+    part = pd.concat([frame, frame[frame.seed == 2].assign(corruption="snow", key=lambda f: f.key + "s")])
+    outcomes.update({(k + "s", "d"): outcomes[(k, "d")] for k in frame[frame.seed == 2].key})
+    est2 = noise.difference(part[part.refiner == "dart"], part[part.refiner == "none"], outcomes=outcomes)
+    assert est2.seeds == 1  # no seed covers both fog and snow but seed 2, so no seed term
+
+
+def test_the_critical_multiple_is_the_t_quantile_of_2_se():
+    assert noise.critical(df=math.inf) == 2.0
+    assert noise.critical(df=2) == pytest.approx(4.527, abs=1e-3)
+    assert noise.critical(df=1e6) == pytest.approx(2.0, abs=1e-4)

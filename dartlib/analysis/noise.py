@@ -15,8 +15,17 @@ the test image, from each cell's per-image outcomes (:mod:`dartlib.experiments.o
   paired image by image; a single cell gets p (1 - p) / (n - 1), the binomial variance;
 - images are the same across corruptions and severities of one dataset (a cluster is the dataset,
   the test set's size and the image's index);
-- where a group has several seeds, the variance of its per-seed means (ddof 1) over their number is
-  added (the g_phi and stream seeds; Section 5.1 reports mean +- std over seeds).
+- where the quantity has several seeds (the g_phi and stream seeds; Section 5.1 reports mean +- std
+  over seeds), it is the mean over the seeds that cover every cell of every term, and the variance of
+  the quantity's own per-seed values (a gain's per-seed gains, not each side's means; ddof 1) over
+  their number is added. Those per-seed values already hold each seed's own image noise, so of the
+  image-clustered variance only the part the seeds share (the same test images drawn in each seed's
+  stream) is added: (S Var(mean over seeds) - mean_s Var_s) / (S - 1), each Var clustered by image
+  (0 where negative; with identical streams it is the whole clustered variance, with disjoint
+  streams none of it). The seed term has (seeds - 1) degrees of freedom, so a verdict at "2 SE" uses
+  the t quantile of the same one-sided level, Phi(2) = 0.977, at the Welch-Satterthwaite degrees of
+  freedom of the sum (:func:`critical`): 4.53 SE where the seed term dominates with 3 seeds, 2 SE
+  where there is none.
 
 A row without per-image outcomes (computed before they were kept) cannot be clustered; its SE is
 then an upper bound, sum_c |w_c| SE_c with SE_c the binomial SE of the cell (the standard deviation
@@ -32,12 +41,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from dartlib.experiments.outcomes import CellOutcomes
 
 # The model in one sentence, for every page and table caption that shows an SE.
 SE_SENTENCE = ("SE: the standard error clustered by test image (the corruptions share their images; a difference "
-               "of two methods is paired image by image), with the seed spread (ddof 1) added where seeds were run; "
+               "of two methods is paired image by image), with the spread of the per-seed values (ddof 1) added where seeds were run, judged at the "
+               "matching t quantile; "
                "≤ marks an upper bound, where the rows have no per-image outcomes (docs/noise.md)")
 
 # The fields that name a cell apart from its seed.
@@ -55,6 +66,13 @@ class Estimate:
     value: float
     se: float
     kind: str = "images"
+    seeds: int = 1  # the seeds the value is the mean over; 1: no seed term in the SE
+    df: float = math.inf  # the SE's degrees of freedom (Welch-Satterthwaite; inf: images only)
+
+    @property
+    def critical(self) -> float:
+        """How many SE decide a verdict at this SE's degrees of freedom (:func:`critical`)."""
+        return critical(df=self.df)
 
     def text(self, *, signed: bool = True, missing: str = "") -> str:
         """``+1.23 ± 0.45`` (``± ≤0.45`` where the SE is an upper bound), the value alone where it
@@ -66,6 +84,20 @@ class Estimate:
 
 
 NAN = Estimate(math.nan, math.nan, "none")
+LEVEL = float(stats.norm.cdf(2.0))  # the one-sided level of "2 SE" on a normal SE
+
+
+def critical(*, df: float) -> float:
+    """The multiple of the SE that decides a verdict: 2 for an SE with no seed term (df infinite),
+    the t quantile of the same level (Phi(2)) at ``df`` degrees of freedom otherwise (4.53 at 2)."""
+    return 2.0 if math.isinf(df) or math.isnan(df) else float(stats.t.ppf(LEVEL, df))
+
+
+def _satterthwaite(image_var: float, seed_var: float, seeds: int) -> float:
+    """Degrees of freedom of image_var + seed_var, the image term's taken as infinite."""
+    if seeds < 2 or seed_var <= 0:
+        return math.inf
+    return (image_var + seed_var) ** 2 / (seed_var**2 / (seeds - 1))
 
 
 def mean_estimate(*, rows: pd.DataFrame, outcomes: Outcomes | None = None) -> Estimate:
@@ -82,32 +114,53 @@ def difference(a: pd.DataFrame, b: pd.DataFrame, *, outcomes: Outcomes | None = 
 
 
 def combination(*, terms: Sequence[tuple[float, pd.DataFrame]], outcomes: Outcomes | None = None) -> Estimate:
-    """sum_j w_j mean_j for ``terms`` (w_j, rows_j), mean_j the mean over rows_j's cells of their
-    mean over seeds, with the SE of the module docstring (clustered by image, plus each term's seed
-    spread; an upper bound where a row has no outcomes)."""
+    """sum_j w_j mean_j for ``terms`` (w_j, rows_j), mean_j the mean over rows_j's cells, as the mean
+    over the seeds that cover every cell of every term of the quantity's per-seed values, with the
+    SE of the module docstring (clustered by image plus the spread of those per-seed values; an
+    upper bound where a row has no outcomes). Where the terms share no such seed, each cell is
+    averaged over the seeds it has and no seed term is added (``seeds`` 1)."""
     if not terms or any(not len(rows) for _, rows in terms):
         return NAN
-    value, seed_var, weighted = 0.0, 0.0, []
-    for w, rows in terms:
-        frame = _cells(rows)
+    frames = [(w, _cells(rows)) for w, rows in terms]
+    shared = set.intersection(*(_complete_seeds(frame) for _, frame in frames))
+    if len(shared) > 1:
+        frames = [(w, frame[frame["seed"].isin(shared)]) for w, frame in frames]
+    value, weighted, per_seed_value = 0.0, [], {s: 0.0 for s in shared}
+    for w, frame in frames:
         cells = frame.groupby(_CELL, sort=False, dropna=False)
         k = cells.ngroups
         value += w * float(cells["accuracy"].mean().mean())
-        seeds = frame.groupby("seed")["accuracy"].mean() if frame["seed"].nunique() > 1 else None
-        if seeds is not None:  # the term's mean per seed (over its cells), their spread
-            seed_var += w**2 * float(seeds.var(ddof=1)) / len(seeds)
+        if len(shared) > 1:  # the term's mean over its cells, seed by seed
+            for seed, mean in frame.groupby("seed")["accuracy"].mean().items():
+                per_seed_value[seed] += w * float(mean)
         per_seed = cells["seed"].transform("count").to_numpy()
         weighted += [(w / (k * s), row) for s, row in zip(per_seed, frame.to_dict("records"))]
+    seeds = len(shared) if len(shared) > 1 else 1
+    seed_var = float(np.var(list(per_seed_value.values()), ddof=1)) / seeds if seeds > 1 else 0.0
     known = [(c, outcomes.get((str(row.get("key", "")), str(row.get("inputs", ""))))) for c, row in weighted] if outcomes else []
     if known and all(o is not None for _, o in known):
-        var = _clustered_variance([(c, row, o) for (c, row), (_, o) in zip(weighted, known)])
-        return Estimate(value, math.sqrt(var + seed_var), "images")
+        cells = [(c, row, o) for (c, row), (_, o) in zip(weighted, known)]
+        var = _clustered_variance(cells)
+        if seeds > 1:  # the per-seed values' spread holds each seed's own image noise already: add only
+            # the part the seeds share (the same test images), (S var(mean) - mean_s var_s) / (S - 1)
+            each = [_clustered_variance([(c * seeds, row, o) for c, row, o in cells if row["seed"] == seed])
+                    for seed in shared]
+            var = max(0.0, (seeds * var - float(np.mean(each))) / (seeds - 1))
+        return Estimate(value, math.sqrt(var + seed_var), "images", seeds, _satterthwaite(var, seed_var, seeds))
     n = pd.to_numeric(pd.Series([row.get("n") for _, row in weighted], dtype=object), errors="coerce").to_numpy(float)
     if np.isnan(n).any():
-        return Estimate(value, math.nan, "none")
+        return Estimate(value, math.nan, "none", seeds)
     acc = np.array([float(row["accuracy"]) for _, row in weighted])
     bound = float(np.sum(np.abs([c for c, _ in weighted]) * np.sqrt(acc * (100.0 - acc) / n)))
-    return Estimate(value, math.sqrt(bound**2 + seed_var), "bound")
+    return Estimate(value, math.sqrt(bound**2 + seed_var), "bound", seeds, _satterthwaite(bound**2, seed_var, seeds))
+
+
+def _complete_seeds(frame: pd.DataFrame) -> set:
+    """The seeds whose rows cover every cell of ``frame``."""
+    cells = frame.groupby(_CELL, sort=False, dropna=False).ngroups
+    per_seed = frame.groupby("seed").apply(lambda f: f.groupby(_CELL, sort=False, dropna=False).ngroups,
+                                           include_groups=False)
+    return {seed for seed, count in per_seed.items() if count == cells}
 
 
 def _cells(rows: pd.DataFrame) -> pd.DataFrame:

@@ -19,9 +19,18 @@ in standard errors, positive on the side the sentence asserts):
 * ``>= B`` / ``<= B``: the sentence asserts the absence of a loss ("without degradation", "does not
   decline"), read with a stated margin E in the bound (``>= -0.5``: a loss under half a point); judged
   like ``>`` / ``<``, so a loss within noise of the margin is WITHIN NOISE, never HOLDS.
-* ``within T of B``: the sentence asserts two numbers agree ("comparable", "stable") or states a
-  size (``within 0.5*paper of paper``: the paper's number within half its size, two-sided). The
-  margin is ``(T - |x - B|) / SE``: HOLDS above +2, FAILS below -2, WITHIN NOISE in between.
+* ``within T of B``: the sentence asserts two numbers agree ("comparable", "stable"). The margin is
+  ``(T - |x - B|) / SE``: HOLDS above +2, FAILS below -2, WITHIN NOISE in between.
+* "2" is the decisive multiple of an SE without a seed term; where ours is a mean over g_phi seeds
+  (a refiner ``<name>-seed<k>`` on seed k's streams is ``<name>``'s seed k), it is the t quantile of
+  the same level at the SE's degrees of freedom (:func:`dartlib.analysis.noise.critical`), and a
+  one-seed quantity is labelled as having no seed term.
+
+A check of a stated size (``size: true``) gets a second verdict, judged apart from its direction
+(:func:`judge_size`): AS STATED within the claim's ``size_margin`` of the paper's number, LARGER or
+SMALLER beyond it in the asserted direction (with the ratio ours / paper), UNDECIDED between. Each
+check's condition is also judged on the paper's own numbers (``paper_reading``), so a reading the
+paper's table itself fails is marked.
 
 ``B`` is a number, ``paper`` (the paper's value of the same check), ``F*paper`` or a quantity of
 other rows (``accuracy(noadapt+none)``, ``drop(tent)``, ``accuracy(bnadapt+dart)[alpha=0.1]``,
@@ -57,7 +66,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dartlib.analysis.noise import NAN, SE_SENTENCE, Estimate, Outcomes, combination
+from dartlib.analysis.noise import NAN, SE_SENTENCE, Estimate, Outcomes, combination, critical
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.grid import read_results
 from dartlib.experiments.outcomes import folder_outcomes
@@ -78,7 +87,10 @@ BATCH_COLUMNS = ("ce_u_pbar", "d", "accuracy")
 COST_COLUMNS = {"gmac_executed_per_image": "flops_g", "wall_clock_s": "wall_clock_s", "params_m": "params_m"}
 REDUCED_PROFILES = ("smoke", "cpu", "gpu")
 VERDICTS = ("HOLDS", "WITHIN NOISE", "FAILS", "NOT RUN")
-MARGIN_SE = 2.0  # the margin, in standard errors, beyond which a check is decided
+# the size verdicts of a check of a stated effect: ours within the claim's margin of the paper's
+# number, larger or smaller than it (in the stated direction) beyond the margin, undecided between
+SIZES = ("AS STATED", "LARGER", "SMALLER", "UNDECIDED", "NOT RUN")
+MARGIN_SE = 2.0  # the margin, in standard errors, beyond which a check is decided (the t quantile of its level with seeds)
 # the committed results each profile's column of docs/claims.md reads (smoke: its stored values)
 PAGE_RESULTS = {"smoke": REPO_ROOT / "tests" / "golden" / "smoke", "cpu": REPO_ROOT / "results" / "cpu",
                 "gpu": REPO_ROOT / "results" / "gpu"}
@@ -118,7 +130,34 @@ def load_claims(*, path: Path = CLAIMS_FILE) -> list[dict]:
                                  f"{check.get('column')!r}")
             if check.get("versus") is not None and not _VERSUS.match(str(check["versus"])):
                 raise ValueError(f"{claim['id']}: cannot read versus {check['versus']!r}")
+            if check.get("size") and not (isinstance(claim.get("size_margin"), dict) and claim.get("size_reason")):
+                raise ValueError(f"{claim['id']}: a check of a stated size (size: true) needs the claim's size_margin "
+                                 f"({{points: P, fraction: F}}) and size_reason in {path}")
+        if "size_margin" in claim and set(claim["size_margin"]) - {"points", "fraction"}:
+            raise ValueError(f"{claim['id']}: size_margin takes points and fraction, not "
+                             f"{sorted(set(claim['size_margin']) - {'points', 'fraction'})} ({path})")
     return claims
+
+
+def size_margin(claim: dict, *, paper: float) -> float:
+    """The claim's margin around the paper's stated number (points): max(points, fraction * |paper|)."""
+    margin = claim.get("size_margin") or {}
+    return max(float(margin.get("points", 0.0)), float(margin.get("fraction", 0.0)) * abs(paper))
+
+
+_SEED_SUFFIX = re.compile(r"^(?P<base>.+)-seed(?P<seed>\d+)$")
+
+
+def seed_refiners(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a refiner trained under another g_phi seed and measured on that seed's streams
+    (refiner ``<name>-seed<k>`` on rows of seed k, e.g. ``alpha0.1-epochs50-seed1``) named ``<name>``:
+    its rows are that refiner's seed k, so a quantity of ``<name>`` is the mean over its seeds. A
+    ``-seed<k>`` refiner on another seed's streams keeps its name (a variant, not a seed)."""
+    if not len(frame) or "refiner" not in frame or "seed" not in frame:
+        return frame
+    parts = frame["refiner"].astype(str).str.extract(_SEED_SUFFIX)
+    own = parts["seed"].notna() & (parts["seed"].fillna("-1").astype(int) == pd.to_numeric(frame["seed"], errors="coerce"))
+    return frame.assign(refiner=frame["refiner"].where(~own, parts["base"]))
 
 
 def _same(a: str, b: str) -> bool:
@@ -227,6 +266,12 @@ class CheckResult:
     se_kind: str = ""
     # "paper g_phi" for a check on the rows at the paper's g_phi (results file paper_config), "" for the profile's
     configuration: str = ""
+    seeds: int = 0  # the seeds ours is the mean over (1: its SE has no seed term; 0: not run or no seeds)
+    critical: float = MARGIN_SE  # the margin (in SE) beyond which the check is decided
+    size: str = ""  # a check of a stated size: one of SIZES; "" where the sentence states no size
+    ratio: float = math.nan  # ours / paper, for a check of a stated size
+    size_margin: float = math.nan  # the margin (points) around the paper's number
+    paper_reading: str = ""  # the condition judged on the paper's own numbers: HOLDS, FAILS or "" (not computable)
 
 
 def describe(*, check: dict) -> str:
@@ -251,6 +296,7 @@ def judge(*, ours: Estimate, bound: Estimate, op: str, gap: Estimate | None = No
     if math.isnan(ours.value) or math.isnan(bound.value):
         return math.nan, "NOT RUN"
     se = gap.se if gap is not None else math.hypot(ours.se, 0.0 if math.isnan(bound.se) else bound.se)
+    decide = decisive(ours=ours, bound=bound, gap=gap)
     if math.isnan(se):
         raise ValueError("results rows without a sample count n: no standard error, no verdict")
     if op.startswith("within"):
@@ -258,7 +304,37 @@ def judge(*, ours: Estimate, bound: Estimate, op: str, gap: Estimate | None = No
     else:
         distance = ours.value - bound.value if op.startswith(">") else bound.value - ours.value
     margin = distance / se if se > 0 else math.copysign(math.inf, distance) if distance else 0.0
-    return margin, "HOLDS" if margin > MARGIN_SE else "FAILS" if margin < -MARGIN_SE else "WITHIN NOISE"
+    return margin, "HOLDS" if margin > decide else "FAILS" if margin < -decide else "WITHIN NOISE"
+
+
+def decisive(*, ours: Estimate, bound: Estimate, gap: Estimate | None = None) -> float:
+    """The margin in SE that decides a check: 2, or the t quantile of 2 SE's level at the SE's degrees
+    of freedom where seeds add a term (:func:`dartlib.analysis.noise.critical`; two sides combined as
+    independent take the fewer)."""
+    if gap is not None:
+        return gap.critical
+    return critical(df=min(ours.df, bound.df if not math.isnan(bound.se) and bound.se > 0 else math.inf))
+
+
+def judge_size(*, ours: Estimate, paper: float, margin: float, sense: float | None = None) -> tuple[str, float]:
+    """(size verdict, ours / paper) of a check of a stated effect: AS STATED where ours lies within
+    ``margin`` points of the paper's number beyond the decisive SE both ways; LARGER (SMALLER) where it
+    lies beyond the margin on the far (near) side of the paper's number in the direction the sentence
+    asserts (``sense``: +1 for a condition ">" or ">=", -1 for "<" or "<="; by default the paper's
+    sign), beyond the decisive SE; UNDECIDED in between; NOT RUN without ours or the paper's number."""
+    if math.isnan(ours.value) or math.isnan(paper):
+        return "NOT RUN", math.nan
+    ratio = ours.value / paper if paper else math.nan
+    sense = sense if sense is not None else math.copysign(1.0, paper)
+    excess = sense * (ours.value - paper)  # positive: more of the asserted effect
+    room = ours.critical * (0.0 if math.isnan(ours.se) else ours.se)
+    if abs(excess) + room < margin:
+        return "AS STATED", ratio
+    if excess - margin > room:
+        return "LARGER", ratio
+    if -excess - margin > room:
+        return "SMALLER", ratio
+    return "UNDECIDED", ratio
 
 
 def _bound(match: re.Match, *, check: dict, paper: float, frame: pd.DataFrame | None,
@@ -321,7 +397,7 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
             frames = []
             for experiment in spec["experiment"]:
                 if experiment not in files:
-                    files[experiment] = read_results(folder / f"{experiment}.csv")
+                    files[experiment] = seed_refiners(read_results(folder / f"{experiment}.csv"))
                 frames.append((experiment, _restrict(files[experiment], spec, dataset=ours_dataset, paper=False)))
             # the first listed results file that has this check's rows (a grid still running may
             # hold some of a claim's checks and not others)
@@ -343,10 +419,42 @@ def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list
             margin, status = judge(ours=ours, bound=bound, op=op, gap=gap)
             kind = (gap or ours).kind if status != "NOT RUN" else ""
             configuration = _configuration(spec, source=source)
+            size, ratio, margin_points = "", math.nan, math.nan
+            if check.get("size"):
+                margin_points = size_margin(claim, paper=paper)
+                op_sign = (_CONDITION.match(str(check["reduced"]))["op"] or "")[:1]
+                size, ratio = judge_size(ours=ours, paper=paper, margin=margin_points,
+                                         sense={">": 1.0, "<": -1.0}.get(op_sign))
+            reading = (_paper_reading(_CONDITION.match(str(check["reduced"])), spec=spec, pspec=pspec, paper=paper,
+                                      table=tables[spec["table"]]) if profile in REDUCED_PROFILES else "")
             rows.append(CheckResult(claim["id"], describe(check=spec), paper, ours.value, ours.se, bound.value,
                                     margin, status, _condition_text(condition, bound=bound.value), kind,
-                                    configuration).__dict__)
+                                    configuration, (gap or ours).seeds if status != "NOT RUN" else 0,
+                                    decisive(ours=ours, bound=bound, gap=gap), size, ratio, margin_points,
+                                    reading).__dict__)
     return pd.DataFrame(rows)
+
+
+def _paper_reading(match: re.Match, *, spec: dict, pspec: dict, paper: float, table: pd.DataFrame) -> str:
+    """The check's condition judged on the paper's own numbers (SE 0): HOLDS, FAILS, WITHIN NOISE
+    (exactly on the bound), or "" where the paper's table has no number for a side."""
+    if math.isnan(paper):
+        return ""
+    if match["r0"] is not None:  # a quantity of other rows, read in the paper's table as the check's own is
+        other_q, other_m, other_r, other_p, other_at = (match[f"r{i}"] for i in range(5))
+        other = {**pspec, "quantity": other_q,
+                 **({"refiner": pspec["refiner"] if other_r == spec["refiner"] else other_r} if other_r else {}),
+                 **({"params": other_p} if other_p is not None else {}),
+                 **({"shift_param": float(other_at)} if other_at is not None else {})}
+        bound = quantity(_restrict(table, other, dataset=spec["dataset"], paper=True), other, method=other_m).value
+    elif match["paper"] is not None:
+        bound = paper
+    else:
+        bound = float(match["factor"]) * paper if match["factor"] is not None else float(match["number"])
+    if math.isnan(bound):
+        return ""
+    tol = match["tol"] or (f"{float(match['tolf']) * abs(paper):g}" if match["tolf"] else None)
+    return judge(ours=Estimate(paper, 0.0), bound=Estimate(bound, 0.0), op=match["op"] or f"within {tol}")[1]
 
 
 def _configuration(spec: dict, *, source: str) -> str:
@@ -461,6 +569,37 @@ def count_line(*, table: pd.DataFrame) -> str:
     return ", ".join(f"{s}: {int(counts.get(s, 0))}" for s in VERDICTS)
 
 
+def size_line(*, table: pd.DataFrame) -> str:
+    """"Size of n stated effects: a as stated, b larger, c smaller, d undecided, e not run" over the
+    checks of ``table`` that judge a stated size."""
+    sized = table[table["size"].fillna("") != ""] if "size" in table else table.iloc[:0]
+    counts = sized["size"].value_counts() if len(sized) else pd.Series(dtype=int)
+    return f"Size of {len(sized)} stated effects: " + ", ".join(f"{int(counts.get(s, 0))} {s.lower()}" for s in SIZES)
+
+
+def _size(r) -> str:
+    """" · size LARGER x2.31 (margin 1.00)" for a check of a stated size, "" otherwise."""
+    size = getattr(r, "size", "") or ""
+    if not size or size == "NOT RUN":
+        return ""
+    ratio = "" if math.isnan(r.ratio) else f" ×{r.ratio:.2f}"
+    return f" · size {size}{ratio} (margin {r.size_margin:.2f})"
+
+
+def _seeds(r) -> str:
+    """Where ours has one seed, that its SE has no seed term; with several, how many and the SE multiple
+    that decides."""
+    seeds = int(getattr(r, "seeds", 0) or 0)
+    if seeds == 1 and getattr(r, "se_kind", "") in ("images", "bound"):
+        return " · 1 seed: no seed term"
+    return f" · {seeds} seeds, decided at {r.critical:.2f} SE" if seeds > 1 else ""
+
+
+def _paper_own(r) -> str:
+    reading = getattr(r, "paper_reading", "") or ""
+    return " · the paper's own numbers FAIL this reading" if reading == "FAILS" else ""
+
+
 def _number(value: float, *, signed: bool) -> str:
     return "—" if math.isnan(value) else format(value, "+.2f" if signed else ".2f")
 
@@ -480,8 +619,9 @@ def _margin(r) -> str:
 def render(table: pd.DataFrame, *, profile: str) -> str:
     """A plain-text report: one line per check (ours ± SE, the paper's value, the condition and the
     margin in SE), a verdict per claim, and a count per verdict."""
-    lines = [f"claims on profile {profile} (verdicts at {MARGIN_SE:g} standard errors; reduced profiles test the "
-             f"direction and rough size, not the number)"]
+    lines = [f"claims on profile {profile} (direction verdicts at {MARGIN_SE:g} standard errors, or the t quantile of "
+             f"that level where seeds add a term; a stated size judged apart: within the claim's margin of the paper's "
+             f"number, larger or smaller; the last two lines count both)"]
     width = max([34, *map(len, table["check"])])
     verdicts = claim_verdicts(table=table)
     for claim_id, group in table.groupby("claim", sort=False):
@@ -489,8 +629,10 @@ def render(table: pd.DataFrame, *, profile: str) -> str:
         for r in group.itertuples():
             signed = not r.check.startswith(("accuracy", "cost")) and "separability" not in r.check
             lines.append(f"  {r.status:<12} {r.check:<{width}} ours {_ours(r, signed=signed):>15}  paper "
-                         f"{_number(r.paper, signed=signed):>6}  ({r.condition}; {_margin(r) or 'no margin'})")
+                         f"{_number(r.paper, signed=signed):>6}  ({r.condition}; {_margin(r) or 'no margin'})"
+                         f"{_size(r)}{_seeds(r)}{_paper_own(r)}")
     lines.append(count_line(table=table))
+    lines.append(size_line(table=table))
     return "\n".join(lines)
 
 
@@ -502,6 +644,7 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
     claims = claims if claims is not None else load_claims()
     tables = {p: evaluate(p, corrupted_dataset=ds, claims=claims, folder=folder) for p, (folder, ds) in sources.items()}
     verdicts = {p: claim_verdicts(table=t, claims=claims) for p, t in tables.items()}
+    recorded = {p: {**load_profile(p), **recorded_refiner(folder=folder)} for p, (folder, _) in sources.items()}
     lines = [f"# {title}", "",
              "Generated by `dartlib.book.claims.write_claims_page()` from `data/paper/claims.yaml` and the "
              "committed results (" + ", ".join(f"{p}: `{f.relative_to(REPO_ROOT) if f.is_relative_to(REPO_ROOT) else f}`"
@@ -512,16 +655,26 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
              "paired. The margin is the distance from the condition's bound in standard errors, "
              "positive on the side the sentence asserts. HOLDS: the asserted effect is there beyond 2 SE; "
              "FAILS: contradicted beyond 2 SE; WITHIN NOISE: the effect is smaller than 2 SE either way; NOT RUN: "
-             "the rows are absent. A no-loss sentence (`>= -E`, `<= E`) is read with a stated margin E and "
-             "judged the same three ways. Where a sentence states a size, the check asks for that size within "
-             "an equivalence margin of half of it, two-sided (`within 0.5*paper of paper`).", "",
-             "Checks over all claims: " + "; ".join(f"**{p}** {count_line(table=t)}" for p, t in tables.items()), ""]
+             "the rows are absent. Where ours is a mean over g_phi seeds, the SE holds the spread of the per-seed "
+             "values and the verdict is decided at the t quantile of 2 SE's level (up to 4.53 SE with 3 seeds); "
+             "\"1 seed: no seed term\" marks a quantity whose SE leaves out the seed. A no-loss sentence (`>= -E`, "
+             "`<= E`) is read with a stated margin E and judged the same three ways; \"at least\", \"over\" and "
+             "\"significant\" are one-sided, and a trend is judged step by step over the settings it names. A "
+             "sentence that states a size gets two verdicts: its direction (the condition) and its size apart: AS "
+             "STATED within the claim's margin of the paper's number (stated with its reason), LARGER or SMALLER "
+             "beyond it, with the ratio ours / paper, UNDECIDED between. Where the paper's own numbers fail a "
+             "reading, the check says so (docs/noise.md).", "",
+             "Checks over all claims, direction: " + "; ".join(f"**{p}** {count_line(table=t)}" for p, t in tables.items()),
+             "",
+             "Checks over all claims, size: " + "; ".join(f"**{p}** {size_line(table=t)}" for p, t in tables.items()), ""]
     for claim in claims:
         lines += [f"## `{claim['id']}`", "", f"> {claim['quote'].strip()}", "", f"*{claim['where']}*", "",
                   f"**Reading.** {' '.join(claim['reading'].split())}", "",
+                  *([f"**Size margin.** {_margin_words(claim)}: {' '.join(str(claim['size_reason']).split())}", ""]
+                    if claim.get("size_margin") else []),
                   "**Verdict.** " + " · ".join(f"{p}: {verdicts[p].get(claim['id'], 'NOT RUN')}" for p in tables), "",
                   "**Configuration judged.** " + " · ".join(
-                      f"{p}: {judged_configuration(params=load_profile(p), experiments=claim_experiments(claim))}"
+                      f"{p}: {judged_configuration(params=recorded[p], experiments=claim_experiments(claim))}"
                       for p in tables if p != "smoke"), "",
                   "| check | condition | paper | " + " | ".join(tables) + " |",
                   "|---|---|---|" + "---|" * len(tables)]
@@ -531,8 +684,10 @@ def claims_page(*, sources: dict[str, tuple[Path, str | None]], claims: list[dic
             cells = []
             for t in tables.values():
                 o = t[t.claim == claim["id"]].iloc[i]
-                cells.append(o.status if o.status == "NOT RUN" else f"{_ours(o, signed=signed)} ({_margin(o)}) {o.status}")
-            lines.append(f"| {r.check} | `{r.condition}` | {_number(r.paper, signed=signed)} | " + " | ".join(cells) + " |")
+                cells.append(o.status if o.status == "NOT RUN" else
+                             f"{_ours(o, signed=signed)} ({_margin(o)}) {o.status}{_size(o)}{_seeds(o)}")
+            lines.append(f"| {r.check} | `{r.condition}` | {_number(r.paper, signed=signed)}{_paper_own(r)} | "
+                         + " | ".join(cells) + " |")
         lines.append("")
     if changes is not None and len(changes):
         lines += ["## Verdicts changed by the ledger's second revision", "",
@@ -558,10 +713,50 @@ PAPER_IABN = f"NOTE's IABN {PAPER_IABN_EPOCHS} epochs"  # and on NOTE's rows wit
 EVERY_CORRUPTION = f"all {len(CORRUPTIONS)} corruptions"  # and on a grid's rows over every corruption
 
 
+def _margin_words(claim: dict) -> str:
+    margin = claim["size_margin"]
+    parts = [f"{margin['points']:g} points" if "points" in margin else "",
+             f"{margin['fraction']:g} of the paper's number" if "fraction" in margin else ""]
+    return "the larger of " + " and ".join(p for p in parts if p) if all(parts) else next(p for p in parts if p)
+
+
 def claim_experiments(claim: dict) -> list[str]:
     """The results files a claim's checks read: the claim's, then those its checks name."""
     named = [e for check in claim["checks"] for e in (check.get("experiment") or [])]
     return list(dict.fromkeys([*claim["experiment"], *named]))
+
+
+def recorded_refiner(*, folder: Path) -> dict:
+    """The main refiner's epochs and alpha as the results of ``folder`` record them, not as the
+    profile file asks: a run's own record (``run.json``'s ``gphi``: the epochs it trained, cut by its
+    time guard, and the alpha its DART rows carry in ``params``), else the refiner file of the
+    ``table1`` variant that ``diagnosis_refiners.csv`` names (its saved config). Empty where neither
+    is there (the profile's values then stand, and the label says so)."""
+    import json
+
+    run = folder / "run.json"
+    if run.is_file():
+        gphi = json.loads(run.read_text()).get("gphi") or {}
+        table = folder / "table1.csv"
+        alphas = set()
+        if table.is_file():
+            rows = read_results(table)
+            dart = rows[rows["refiner"] == "dart"]["params"].astype(str)
+            alphas = {parse_params(p).get("alpha") for p in dart} - {None}
+        if "epochs" in gphi and len(alphas) == 1:
+            return {"dart_epochs": int(gphi["epochs"]), "dart_alpha": float(alphas.pop()), "recorded": run.name}
+    provenance = folder / "diagnosis_refiners.csv"
+    if provenance.is_file():
+        files = pd.read_csv(provenance)
+        named = files[files["variant"] == "table1"]["file"]
+        path = REPO_ROOT / "data" / "checkpoints" / str(named.iloc[0]) if len(named) else None
+        if path is not None and path.is_file():
+            import torch
+
+            config = torch.load(path, map_location="cpu", weights_only=False)["config"]
+            return {"dart_epochs": int(config["epochs"]), "dart_alpha": float(config["alpha"]),
+                    "recorded": f"{path.name}'s config"}
+    return {}
 
 
 def judged_configuration(*, params: dict, experiments: list[str]) -> str:
@@ -570,7 +765,8 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
     def n(key: str) -> str:
         return f"{len(params[key])}" if isinstance(params.get(key), list) else "?"
 
-    main = f"g_phi {params.get('dart_epochs')} epochs at alpha {params.get('dart_alpha'):g}"
+    main = f"g_phi {params.get('dart_epochs')} epochs at alpha {params.get('dart_alpha'):g}" + (
+        f" (recorded: {params['recorded']})" if params.get("recorded") else " (the profile file's; no record of the rows')")
     ablation = f"g_phi {params.get('ablation_epochs')} epochs at alpha {params.get('ablation_alpha'):g}"
     parts = {
         "table1": f"Table 1: {main}, {n('table1_corruptions')} corruptions, NOTE's IABN {params.get('note_finetune_epochs')} "
@@ -588,7 +784,7 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
         "costs": f"test-time costs on {params.get('cost_corruption')}, one device (notebook 10)",
         "prediction_deviation": "BNAdapt's test batches of CIFAR-10C-imb, gaussian_noise (notebook 05)",
         "diagnosis": "notebook 15's refiners, each named by its variant (docs/results.md)",
-        "paper_config": f"checks on +alpha0.1-epochs50 rows: {_PAPER_CONFIG}, g_phi seed 0, "
+        "paper_config": f"checks on +alpha0.1-epochs50 rows: {_PAPER_CONFIG}, g_phi seeds 0, 1, 2 where run (BNAdapt), else 0, "
                         f"{n('table1_corruptions')} corruptions (CIFAR-10C-imb: {n('imb_corruptions')}; notebook 06)",
         "all_corruptions": f"TENT on CIFAR-10C-imb and MEMO on CIFAR-10C-LT over all {len(CORRUPTIONS)} corruptions "
                            f"where computed ({main}; results file all_corruptions)",
@@ -615,7 +811,7 @@ def ledger_changes(*, before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame
     a, b = keyed(before), keyed(after)
     merged = a.merge(b, on=["claim", "check", "n"], how="outer", suffixes=("_before", "_after"), indicator=True)
     rows = []
-    for r in merged.fillna("").to_dict("records"):
+    for r in merged.astype(object).fillna("").to_dict("records"):
         if r["_merge"] == "right_only":
             reason, old, new = "new check", "", r["status_after"]
         elif r["_merge"] == "left_only":

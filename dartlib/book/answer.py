@@ -12,6 +12,7 @@ beside it, so that a claim is listed once: as holding, failing, within noise or 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -43,6 +44,7 @@ class ClaimAnswer:
     checks: int
     decisive: object | None
     others: tuple[tuple[str, str], ...]
+    shift: str = ""  # the claim's label shift: "lt" (rho) or "online-imb" (IR)
 
 
 def _rank(configuration: str) -> int:
@@ -67,9 +69,12 @@ def claim_answers(*, table: pd.DataFrame, claims: list[dict]) -> list[ClaimAnswe
         for configuration, sub in rows.groupby("configuration", sort=False):
             verdicts[configuration] = ledger.claim_verdicts(table=sub, claims=[claim]).get(claim["id"], "NOT RUN")
         run_configurations = [c for c, v in verdicts.items() if not v.startswith("NOT RUN")]
-        chosen = min(run_configurations or list(verdicts) or [""], key=_rank)
-        verdict_text = verdicts.get(chosen, "NOT RUN")
-        verdict = next(v for v in ledger.VERDICTS if verdict_text.startswith(v))
+        if not run_configurations:  # nothing run in any configuration: one line for all its checks
+            out.append(ClaimAnswer(claim["id"], claim_title(claim["id"]), plain_text(claim["quote"]), "NOT RUN", "",
+                                   0, len(rows), None, (), str(claim.get("shift") or "")))
+            continue
+        chosen = min(run_configurations, key=_rank)
+        verdict = next(v for v in ledger.VERDICTS if verdicts[chosen].startswith(v))
         sub = rows[rows["configuration"] == chosen]
         run = int((sub["status"] != "NOT RUN").sum())
         decisive = None
@@ -78,7 +83,7 @@ def claim_answers(*, table: pd.DataFrame, claims: list[dict]) -> list[ClaimAnswe
             decisive = next(same.sort_values("margin").itertuples()) if len(same) else None
         others = tuple((_configuration_label(c), v) for c, v in verdicts.items() if c != chosen)
         out.append(ClaimAnswer(claim["id"], claim_title(claim["id"]), plain_text(claim["quote"]), verdict,
-                               chosen, run, len(sub), decisive, others))
+                               chosen, run, len(sub), decisive, others, str(claim.get("shift") or "")))
     return out
 
 
@@ -106,6 +111,8 @@ def numbers(row) -> str:
 
 
 def _line(a: ClaimAnswer) -> str:
+    if a.verdict == "NOT RUN":
+        return f"{a.title} **NOT RUN**: none of its {a.checks} checks has rows on this profile."
     where = "" if not a.configuration else f" at {_configuration_label(a.configuration)}"
     run = f"; {a.run} of {a.checks} checks run" if a.run < a.checks else ""
     detail = "" if a.decisive is None else f": {numbers(a.decisive)}"
@@ -114,8 +121,16 @@ def _line(a: ClaimAnswer) -> str:
 
 
 def _short_line(a: ClaimAnswer) -> str:
-    detail = "" if a.decisive is None else f": {numbers(a.decisive)}"
-    return f"**{a.verdict}** {a.title.rstrip('.')}{detail}."
+    """The first screen's line: the verdict, the claim and the decisive check's numbers, where it is
+    taken said in a few words (the lists below say which check)."""
+    if a.decisive is None:
+        return f"**{a.verdict}** {a.title}"
+    r = a.decisive
+    fmt = "+.1f" if _signed(r.check) else ".1f"
+    at = re.search(r" at (\d+(?:\.\d+)?)", r.check)
+    where = "" if not at else f" at {'IR ' if a.shift == 'online-imb' else 'ρ = '}{at[1]}"
+    paper = "" if math.isnan(r.paper) else f", the paper {r.paper:{fmt}}"
+    return f"**{a.verdict}** {a.title.rstrip('.')}:{where} ours {r.ours:{fmt}} ± {r.se:.1f}{paper}."
 
 
 def counts_sentence(answers: list[ClaimAnswer]) -> str:
@@ -128,10 +143,9 @@ def counts_sentence(answers: list[ClaimAnswer]) -> str:
 def answer_section(*, answers: list[ClaimAnswer], profile: str, setting: str) -> list[str]:
     """The overview's first screen: the counts, then the paper's headline claims with their numbers."""
     main = [a for a in answers if a.claim_id in MAIN_CLAIMS]
-    return [f"{counts_sentence(answers)} on the {profile} profile ({setting}; each at the paper's g_φ where it was "
-            f"run, beyond {ledger.MARGIN_SE:g} SE). The headline claims:", "",
-            *[f"- {_short_line(a)}" for a in main], "",
-            "Every claim with its numbers follows; the claims page has each check.", ""]
+    return [f"{counts_sentence(answers)} on the {profile} profile ({setting}; at the paper's g_φ where run, each "
+            f"beyond {ledger.MARGIN_SE:g} SE). The paper's headline claims:", "",
+            *[f"- {_short_line(a)}" for a in main], ""]
 
 
 def claim_lists(*, answers: list[ClaimAnswer]) -> list[str]:

@@ -70,7 +70,7 @@ def claim_title(claim_id: str) -> str:
     if claim_id not in CLAIM_TITLES:
         raise KeyError(f"claim {claim_id!r} of data/paper/claims.yaml has no plain title: add one to CLAIM_TITLES in "
                        "dartlib/book/plain.py")
-    return CLAIM_TITLES[claim_id]
+    return re.sub(r"\brho\b", "ρ", re.sub(r"\balpha\b", "α", CLAIM_TITLES[claim_id])).replace("g_phi", "g_φ")
 
 
 def _math(text: str) -> str:

@@ -161,7 +161,7 @@ GALLERY = (
     GalleryFigure("backbone_study", "", "Backbone strength",
                   "DART's cost at rho = 1 (left) and its gain at IR 50 and 5000 (right) against BNAdapt's accuracy, "
                   "one point per backbone and severity."),
-    GalleryFigure("diagnosis", "", "Diagnosis of the two failing claims",
+    GalleryFigure("diagnosis", "", "Diagnosis of DART's cost at rho = 1 and its margin over NoAdapt on CIFAR-10C-imb",
                   "Per variant of Table 1's g_phi (one factor changed at a time), BNAdapt+DART minus BNAdapt at "
                   "rho = 1 and BNAdapt+DART minus NoAdapt at IR 20, 50 and 5000, each ± 2 SE; the paper's values "
                   "as grey lines."),

@@ -22,8 +22,6 @@ from dartlib.paths import results_dir
 METHOD_NAMES = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "NOTE", "delta": "DELTA",
                 "ods": "ODS", "lame": "LAME", "sar": "SAR", "memo": "MEMO", "roid": "ROID"}
 FORMATS = ("csv", "markdown", "latex")
-# The corrupted test sets by their names in the paper (a figure's title never shows a file's name).
-DATASET_NAMES = {"cifar10c": "CIFAR-10C", "fmnistc": "Fashion-MNIST-C", "cifar100c": "CIFAR-100C", "imagenetc": "ImageNet-C"}
 
 
 def row_label(method: str, refiner: str) -> str:

@@ -122,7 +122,7 @@ def show_figure3(curve: pd.DataFrame, *, title: str, profile: str, images_per_cl
     Fashion-MNIST's 1,000), which bounds the mean of the corruptions' binomial SEs."""
     from dartlib.data.protocols import long_tailed_counts
     from dartlib.reporting.paper import load_table
-    from dartlib.reporting.tables import DATASET_NAMES
+    from dartlib.studies.table1 import DATASET_NAMES
 
     colours = row_colours([FIGURE3_LABELS.get(m, m) for m in curve.method.unique()])
     paper = load_table("table1_main")

@@ -25,8 +25,7 @@ from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
 from dartlib.reporting.figures import HALF_WIDTH, WIDTH, save_figure
 from dartlib.reporting.paper import load_table
-from dartlib.reporting.tables import (DATASET_NAMES, beside_paper, render, row_label, table_beside_paper,
-                                      with_row_labels)
+from dartlib.reporting.tables import beside_paper, render, row_label, table_beside_paper, with_row_labels
 
 # The paper's row order (Table 1); NOTE, DELTA and ODS are their TENT combinations (Appendix A).
 TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar")
@@ -72,6 +71,10 @@ def profile_note_report_cells(settings: Settings) -> list[Cell]:
 def row_order(methods: Sequence[str]) -> list[str]:
     """Table 1's rows: each method without and with DART (NoAdapt without only)."""
     return [row_label(m, r) for m in methods for r in ("none", "dart") if not (m == "noadapt" and r == "dart")]
+
+
+# The corrupted test sets by their names in the paper (a figure's title never shows a file's name).
+DATASET_NAMES = {"cifar10c": "CIFAR-10C", "fmnistc": "Fashion-MNIST-C", "cifar100c": "CIFAR-100C", "imagenetc": "ImageNet-C"}
 
 
 def accuracy_by_row(results: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:

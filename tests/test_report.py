@@ -148,16 +148,21 @@ def test_sensitivity_figure_labels_the_methods_as_the_tables_do(tmp_path, monkey
     from dartlib.studies.sensitivity import plot_sensitivity
 
     monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
+    cell = dict(dataset="d", shift="lt", corruption="fog", severity=5, params="", seed=0, n=1000)  # a results row's
     alpha_frame = pd.DataFrame({"method": "bnadapt", "shift_param": 1.0, "accuracy": [80.0, 81.0, 82.0],
-                                "refiner": ["none", "DART (alpha=0)", "DART (alpha=1)"]})
+                                "refiner": ["none", "DART (alpha=0)", "DART (alpha=1)"], **cell})
     methods = [("noadapt", "none"), ("bnadapt", "none"), ("bnadapt", "dart"), ("tent", "none"), ("tent", "dart")]
-    batch_frame = pd.DataFrame([{"method": m, "refiner": r, "column": b, "accuracy": 70.0 + i + b / 100}
+    batch_frame = pd.DataFrame([{"method": m, "refiner": r, "column": b, "accuracy": 70.0 + i + b / 100,
+                                 "shift_param": float("nan"), **cell}
                                 for b in (16, 64) for i, (m, r) in enumerate(methods)])
     fig = plot_sensitivity(alpha_frame=alpha_frame, batch_frame=batch_frame,
                            settings=Settings("smoke", {"alpha_values": [0, 1]}))
     curves = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert curves == ["NoAdapt", "BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"]
-    assert [line.get_ydata()[0] for line in fig.axes[1].get_lines()] == [70.16, 71.16, 72.16, 73.16, 74.16]
+    assert [c.lines[0].get_ydata()[0] for c in fig.axes[1].containers] == [70.16, 71.16, 72.16, 73.16, 74.16]
+    # each point ± 2 SE: without per-image outcomes the binomial bound, 2 sqrt(a (100 - a) / n)
+    bar = fig.axes[1].containers[0].lines[2][0].get_segments()[0]
+    assert abs((bar[1][1] - bar[0][1]) / 2 - 2 * (70.16 * 29.84 / 1000) ** 0.5) < 1e-9
     assert (tmp_path / "sensitivity.png").is_file()
 
 

@@ -498,31 +498,43 @@ def seed_table(*, rows: pd.DataFrame, lt_rhos, online_irs, group: str = "table1"
     return pd.DataFrame(out)
 
 
-def diagnosis_figure(*, rows: pd.DataFrame, profile: str):
+def diagnosis_figure(*, rows: pd.DataFrame, profile: str, outcomes: Outcomes | None = None):
     """Per variant, the cost at rho = 1 and the margins over NoAdapt at each IR, ± 2 SE, with
     Table 1's refiner's values as dotted lines and the paper's as grey bands, every mark in the
     legend; in the suite's one figure style (:mod:`dartlib.reporting.figures`: its width, font
-    sizes and layout); saved as ``figures/<profile>/diagnosis``."""
+    sizes and layout); saved as ``figures/<profile>/diagnosis``. The SE is the one the diagnosis
+    table prints (:func:`diagnosis_table`): paired image by image from ``outcomes``, by default the
+    per-image outcomes beside the profile's results (``results/<profile>/``); where rows have none
+    it is an upper bound and the legend says so."""
+    from dartlib.experiments.outcomes import folder_outcomes
+    from dartlib.paths import results_dir
+
+    outcomes = outcomes if outcomes is not None else folder_outcomes(results_dir(profile))
     names = [v.name for v in VARIANTS if (rows["refiner"] == v.name).any()]
     quantities = ["cost", *(f"IR {ir:g}" for ir in DIAGNOSIS_IRS)]
     paper = paper_quantities()
-    fig, axes = plt.subplots(1, len(quantities), figsize=(WIDTH, 0.38 * len(names) + 1.9), sharey=True)
+    labels = [textwrap.fill(f"{variant(n).factor}: {variant(n).setting}", 30) for n in names]
+    lines = sum(label.count("\n") + 1 for label in labels)
+    fig, axes = plt.subplots(1, len(quantities), figsize=(WIDTH, 0.2 * lines + 0.12 * len(names) + 2.2), sharey=True)
+    values = {n: failing_quantities(rows=rows, refiner=n, outcomes=outcomes) for n in names}
+    kinds = {values[n][q].kind for n in names for q in quantities}
+    se_label = "variant, ± 2 SE" + (" (upper bound)" if "bound" in kinds else "")
     for ax, name in zip(axes, quantities):
-        values = [failing_quantities(rows=rows, refiner=n)[name] for n in names]
+        shown = [values[n][name] for n in names]
         y = np.arange(len(names))
-        ax.errorbar([e.value for e in values], y, xerr=[2 * e.se for e in values], fmt="o", color="C0", capsize=2,
-                    markersize=4, label="variant, ± 2 SE")
+        ax.errorbar([e.value for e in shown], y, xerr=[2 * e.se for e in shown], fmt="o", color="C0", capsize=2,
+                    markersize=4, label=se_label)
         if "table1" in names:
-            ax.axvline(values[names.index("table1")].value, ls=":", color="C0", label="Table 1's refiner")
+            ax.axvline(values["table1"][name].value, ls=":", color="C0", label="Table 1's refiner")
         ax.axvline(paper[name], color="0.5", lw=3, alpha=0.5, label="the paper")
         ax.axvline(0.0, color="k", lw=0.6)
-        ax.set_title("ρ = 1: +DART − BNAdapt" if name == "cost" else f"{name}: +DART − NoAdapt")
-        ax.set_xlabel("points (± 2 SE)")
-    labels = [textwrap.fill(f"{variant(n).factor}: {variant(n).setting}", 34) for n in names]
+        # two lines: the stream, then the difference drawn (one line of four panels' titles overlapped)
+        ax.set_title("ρ = 1\nBNAdapt+DART − BNAdapt" if name == "cost" else f"{name}\nBNAdapt+DART − NoAdapt")
+        ax.set_xlabel("points")
     axes[0].set_yticks(np.arange(len(names)), labels)
     axes[0].invert_yaxis()
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
-    fig.suptitle(f"Diagnosis of the two failing claims: one factor of Table 1's g_phi changed at a time "
-                 f"({profile} profile)")
+    fig.suptitle(f"Diagnosis of DART's cost at ρ = 1 and of its margin over NoAdapt on CIFAR-10C-imb\n"
+                 f"one factor of Table 1's g_φ changed at a time ({profile} profile)")
     save_figure(fig, profile=profile, name="diagnosis")
     return fig

@@ -336,33 +336,60 @@ def batch_size_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame
                         f"{len(settings['tent_corruptions'])} corruption(s)")
 
 
-def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, settings: Settings) -> plt.Figure:
-    """Left: BNAdapt+DART's accuracy per alpha and rho (dotted: BNAdapt); right: each method's
-    accuracy per test batch size on balanced streams. The left panel's colours are shades of grey
-    by rho, the right panel's the methods' own colours (figures.row_colours): no colour means two
-    things. Saved as ``figures/<profile>/sensitivity``."""
+def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, settings: Settings,
+                     outcomes=None) -> plt.Figure:
+    """Left: BNAdapt+DART's accuracy per alpha and rho, ± 2 SE, on a symmetric-log alpha axis (linear
+    below 0.01, so that alpha 0 has its place left of 0.01), BNAdapt dotted (in the legend); right:
+    each method's accuracy per test batch size on balanced streams, ± 2 SE. The SE is the suite's
+    (:mod:`dartlib.analysis.noise`), from ``outcomes``, by default the per-image outcomes beside the
+    profile's results (an upper bound for rows without them). The left panel's colours are shades
+    of grey by rho, the right panel's the methods' own colours (figures.row_colours): no colour
+    means two things. Saved as ``figures/<profile>/sensitivity``."""
+    from matplotlib.lines import Line2D
+
+    from dartlib.analysis.noise import mean_estimate
+
+    outcomes = outcomes if outcomes is not None else folder_outcomes(results_dir(settings.profile))
     alphas = settings["alpha_values"]
-    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.4))
-    bn = alpha_frame[alpha_frame.method == "bnadapt"].pivot_table(index="refiner", columns="shift_param",
-                                                                 values="accuracy")
-    shades = plt.cm.Greys(np.linspace(0.45, 0.95, len(bn.columns)))
-    for rho, shade, marker in zip(bn.columns, shades, "os^vD"):
-        values = [bn.loc[f"DART (alpha={a:g})", rho] for a in alphas]
-        axes[0].plot(range(len(alphas)), values, marker=marker, color=shade, label=f"ρ={rho:g}")
-        axes[0].axhline(bn.loc["none", rho], ls=":", color=shade)
-    axes[0].set_xticks(range(len(alphas)), [f"{a:g}" for a in alphas])
-    axes[0].set_xlabel("alpha (dotted: BNAdapt)")
-    axes[0].set_ylabel("BNAdapt+DART accuracy (%)")
-    axes[0].legend(title="BNAdapt+DART")
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 4.2))
+    bn = alpha_frame[alpha_frame.method == "bnadapt"]
+    rhos = sorted(bn.shift_param.astype(float).unique())
+    shades = plt.cm.Greys(np.linspace(0.45, 0.95, len(rhos)))
+
+    def point(rows: pd.DataFrame):
+        return mean_estimate(rows=rows, outcomes=outcomes)
+
+    for rho, shade, marker in zip(rhos, shades, "os^vD"):
+        at = bn[bn.shift_param.astype(float) == rho]
+        estimates = [point(at[at.refiner == f"DART (alpha={a:g})"]) for a in alphas]
+        axes[0].errorbar(alphas, [e.value for e in estimates], yerr=[2 * e.se for e in estimates], marker=marker,
+                         color=shade, capsize=2, label=f"ρ = {rho:g}")
+        axes[0].axhline(point(at[at.refiner == "none"]).value, ls=":", color=shade)
+    axes[0].set_xscale("symlog", linthresh=0.01, linscale=0.5)
+    axes[0].set_xticks(alphas, [f"{a:g}" for a in alphas])
+    axes[0].set_xlim(-0.002, max(alphas) * 1.4)
+    axes[0].set_xlabel("alpha (symmetric log scale: linear below 0.01)")
+    axes[0].set_ylabel("BNAdapt+DART accuracy (%, ± 2 SE)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(Line2D([], [], ls=":", color="0.4"))
+    labels.append("BNAdapt (the ρ's shade)")
+    # below the panel: inside, it covered a BNAdapt line whatever its corner
+    axes[0].legend(handles, labels, title="BNAdapt+DART", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2,
+                   frameon=False)
     by_batch = with_row_labels(batch_frame)
     curves = by_batch.pivot_table(index="column", columns="row", values="accuracy")
     colours = row_colours(list(by_batch.row.unique()))
     for label in by_batch.row.unique():  # the grid's order, not A-Z
-        axes[1].plot(curves.index, curves[label], marker="o", label=label, color=colours[label])
+        rows = by_batch[by_batch.row == label]
+        estimates = [point(rows[rows.column == size]) for size in curves.index]
+        axes[1].errorbar(curves.index, [e.value for e in estimates], yerr=[2 * e.se for e in estimates], marker="o",
+                         capsize=2, label=label, color=colours[label])
     axes[1].set_xscale("log")
+    axes[1].set_xticks(list(curves.index), [f"{size:g}" for size in curves.index])
+    axes[1].minorticks_off()
     axes[1].legend(title=None, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: inside it hid curves
     axes[1].set_xlabel("test batch size")
-    axes[1].set_ylabel("accuracy (%), balanced stream")
-    fig.suptitle(f"sensitivity ({settings.profile} profile)")
+    axes[1].set_ylabel("accuracy (%, ± 2 SE), balanced stream")
+    fig.suptitle(f"Sensitivity to alpha and to the test batch size ({settings.profile} profile)")
     save_figure(fig, profile=settings.profile, name="sensitivity")
     return fig

@@ -73,6 +73,10 @@ def row_order(methods: Sequence[str]) -> list[str]:
     return [row_label(m, r) for m in methods for r in ("none", "dart") if not (m == "noadapt" and r == "dart")]
 
 
+# The corrupted test sets by their names in the paper (a figure's title never shows a file's name).
+DATASET_NAMES = {"cifar10c": "CIFAR-10C", "fmnistc": "Fashion-MNIST-C", "cifar100c": "CIFAR-100C", "imagenetc": "ImageNet-C"}
+
+
 def accuracy_by_row(results: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
     """Mean accuracy per Table 1 row (in ``order``) and rho (columns ``rho=...``)."""
     table = results.pivot_table(index="row", columns="shift_param", values="accuracy", aggfunc="mean").reindex(order)
@@ -114,26 +118,52 @@ def print_gain_beside_paper(ours: pd.DataFrame, paper: pd.DataFrame | None, gain
     print("\ncells where the sign of DART's effect differs:", sign_disagreements(gain, paper_gain) or "none")
 
 
-def show_dart_gain(gain: pd.DataFrame, paper_gain: pd.DataFrame | None, *, corrupted_dataset: str,
-                   profile: str) -> None:
-    """Bars of our DART gain per method and rho, the paper's as black ticks when present."""
+def dart_gain_se(rows: pd.DataFrame, methods: Sequence[str], *, outcomes=None) -> pd.DataFrame:
+    """The SE of each cell of :func:`dart_gain` (points; :mod:`dartlib.analysis.noise`: paired image by
+    image where ``outcomes`` holds the rows' per-image outcomes, else an upper bound), in its layout."""
+    from dartlib.analysis.noise import difference
+
+    rhos = sorted(rows["shift_param"].astype(float).unique())
+    out = {}
+    for m in methods[1:]:
+        def at(refiner: str, rho: float) -> pd.DataFrame:
+            return rows[(rows.method == m) & (rows.refiner == refiner) & (rows.shift_param.astype(float) == rho)]
+        out[row_label(m, "none")] = {f"rho={rho:g}": difference(at("dart", rho), at("none", rho), outcomes=outcomes).se
+                                     for rho in rhos}
+    return pd.DataFrame(out).T
+
+
+def show_dart_gain(gain: pd.DataFrame, paper_gain: pd.DataFrame | None, *, rows: pd.DataFrame, corrupted_dataset: str,
+                   profile: str, outcomes=None) -> plt.Figure:
+    """Bars of our DART gain per method and rho with ± 2 SE (:func:`dart_gain_se` on ``rows``, the
+    per-image outcomes beside the profile's results unless ``outcomes`` is given), the paper's as
+    black ticks when present."""
+    from dartlib.experiments.outcomes import folder_outcomes
+
+    outcomes = outcomes if outcomes is not None else folder_outcomes(results_dir(profile))
+    ids = {row_label(m, "none"): m for m in set(rows.method)}
+    se = dart_gain_se(rows, ["noadapt", *(ids[label] for label in gain.index)],
+                      outcomes=outcomes).reindex(index=gain.index, columns=gain.columns)
     fig, ax = plt.subplots(figsize=(WIDTH, 3.4))
     width = 0.8 / len(gain.columns)
     xs = np.arange(len(gain))
     for i, col in enumerate(gain.columns):
-        ax.bar(xs + i * width, gain[col], width, label=f"ours, {col.replace('rho=', 'ρ=')}")
+        ax.bar(xs + i * width, gain[col], width, yerr=2 * se[col], capsize=2, error_kw={"lw": 0.8},
+               label=f"ours, {col.replace('rho=', 'ρ = ')}")
         if paper_gain is not None:
             ax.scatter(xs + i * width, paper_gain[col], marker="_", s=200, color="black", zorder=3,
-                       label="paper" if i == 0 else None)
+                       label="the paper" if i == 0 else None)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(xs + width * (len(gain.columns) - 1) / 2)
     ax.set_xticklabels(gain.index)
-    ax.set_ylabel("DART gain (points)")
-    ax.set_title(f"DART's gain per method on {corrupted_dataset}-LT ({profile} profile)")
+    ax.set_ylabel("DART's gain (points, ± 2 SE)")
+    ax.set_title(f"DART's gain per method on {DATASET_NAMES.get(corrupted_dataset, corrupted_dataset)}-LT "
+                 f"({profile} profile)")
     # below the axes: inside, the legend covered a bar whatever its corner
     ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     save_figure(fig, profile=profile, name="table1_dart_gain")
     plt.show()
+    return fig
 
 
 def note_readings(results: pd.DataFrame, report_rows: pd.DataFrame) -> pd.DataFrame:

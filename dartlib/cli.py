@@ -1231,6 +1231,19 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def _runs_here(command: str) -> bool:
+    """Whether ``command`` can run from here: an installed copy (no checkout) runs only the commands
+    of :data:`WITHOUT_CHECKOUT`; the others say so in one line."""
+    from dartlib.paths import from_checkout
+
+    if command in WITHOUT_CHECKOUT or from_checkout():
+        return True
+    print(f"error: `python -m dartlib {command}` works on a checkout of the repository (its notebooks, "
+          f"profiles and committed rows), which an installed copy does not hold: clone the repository and run it "
+          f"there; an installed copy runs {' and '.join(WITHOUT_CHECKOUT)} (docs/install.md)", file=sys.stderr)
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m dartlib``: the command's exit status; every error is one line on stderr naming the
     file or variable, what is wrong and the remedy (exit statuses: :data:`EXIT_USAGE` and the others
@@ -1251,12 +1264,7 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:
         _unknown_options(parser, args, extra)
-    from dartlib.paths import from_checkout
-
-    if args.command not in WITHOUT_CHECKOUT and not from_checkout():
-        print(f"error: `python -m dartlib {args.command}` works on a checkout of the repository (its notebooks, "
-              f"profiles and committed rows), which an installed copy does not hold: clone the repository and run it "
-              f"there; an installed copy runs {' and '.join(WITHOUT_CHECKOUT)} (docs/install.md)", file=sys.stderr)
+    if not _runs_here(args.command):
         return EXIT_MISSING
     try:
         check_environment()  # every variable the suite reads, before anything is written

@@ -17,6 +17,7 @@ depends on the working directory. Two roots (docs/install.md):
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 REPO_ROOT: Path = Path(__file__).resolve().parents[1]

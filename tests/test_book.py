@@ -241,7 +241,7 @@ def test_every_figure_uses_the_one_style(tmp_path, monkeypatch):
 def test_the_overview_shows_the_seed_replicas_beside_the_papers_mean_and_std(tmp_path):
     """Two seeds of notebook 15's replicas (fixture rows in the results format) make the overview
     print the seed table with DART's effect seed by seed; one seed prints nothing."""
-    from dartlib.experiments.grid import SCHEMA
+    from dartlib.experiments.grid import SCHEMA, row_key
     from dartlib.experiments.settings import Settings
 
     rows = []
@@ -252,6 +252,7 @@ def test_the_overview_shows_the_seed_replicas_beside_the_papers_mean_and_std(tmp
                                  corruption=corruption, severity=5, method="bnadapt", refiner=refiner, params="",
                                  seed=seed, n=10000, accuracy=acc, seconds=1.0, key=f"{name}/{seed}/{corruption}/{refiner}",
                                  inputs="x"))
+    rows = [{**r, "key": row_key({**r, "key": ""})} for r in rows]  # a row's key is its fields' hash
     pd.DataFrame(rows)[SCHEMA].to_csv(tmp_path / "diagnosis.csv", index=False)
     sources = book.BookSources(profile="cpu", notebooks=tmp_path, figures=tmp_path, results=tmp_path)
     settings = dict(Settings.from_profile("cpu").values, lt_rhos=[1], online_irs=[])

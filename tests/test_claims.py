@@ -66,13 +66,14 @@ def test_figure_4_is_judged_on_its_own_per_batch_statistic(tmp_path):
 
 
 def test_notes_paper_configuration_check_reads_the_paper_iabn_rows_where_they_are(tmp_path):
-    from dartlib.experiments.grid import SCHEMA
+    from dartlib.experiments.grid import SCHEMA, row_key
 
     def write(name: str, gain: float) -> None:
         base = {**{k: "" for k in SCHEMA}, "dataset": "cifar10c", "shift": "lt", "shift_param": 10.0, "severity": 5,
                 "method": "note", "seed": 0, "n": 10000}
         rows = [{**base, "corruption": c, "refiner": r, "accuracy": a, "key": f"{name}-{c}-{r}"}
                 for c in ("fog", "snow") for r, a in (("none", 70.0), ("alpha0.1-epochs50", 70.0 + gain))]
+        rows = [{**r, "key": row_key({**r, "key": ""})} for r in rows]  # a row's key is its fields' hash
         pd.DataFrame(rows)[SCHEMA].to_csv(tmp_path / f"{name}.csv", index=False)
 
     ledger = [{**c, "checks": [k for k in c["checks"] if k.get("method") == "note" and "paper_note" in k.get("experiment", [])

@@ -173,7 +173,8 @@ def test_a_garbage_sidecar_line_is_one_error_naming_the_file_and_deleting_the_li
         read_results(path)
     message = str(err.value)
     assert "\n" not in message and str(sidecar(path)) in message and "line 3 " in message
-    assert "delete line 3 of g.outcomes.csv (its row is kept, without outcomes; the notebook that writes g.csv" in message
+    assert "delete line 3 of g.outcomes.csv (its row is kept, without outcomes; `python -m dartlib grid g --profile" in message
+    assert "otherwise the notebook that writes g.csv does" in message
     with pytest.raises(DamagedFileError, match="line 3"):
         fill_outcomes(CELLS, _evaluate, path=path, experiment="g", inputs=lambda c: "d1", progress=False)
     lines = sidecar(path).read_text().splitlines()

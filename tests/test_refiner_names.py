@@ -29,7 +29,8 @@ MANIFEST = {entry["file"]: entry for entry in read_manifest()["files"]}
 def test_the_committed_files_are_found():
     assert len(REFINERS) >= 70 and len(IABN_COPIES) >= 3 and len(SOURCES) >= 3
     assert not [p for p in REFINERS if p.name.endswith(".partial.pt")]
-    assert {p.name for p in [*REFINERS, *IABN_COPIES, *SOURCES]} == set(MANIFEST)
+    # notebook 16's own model and its g_phi live in own-model/, named by the digest of their training data
+    assert {p.name for p in [*REFINERS, *IABN_COPIES, *SOURCES]} == {n for n in MANIFEST if not n.startswith("own-model/")}
 
 
 @pytest.mark.parametrize("path", REFINERS, ids=lambda p: p.name)

@@ -26,8 +26,8 @@ def _setup(seed: int = 0) -> SourceSetup:
 @pytest.fixture()
 def settings(tiny_corrupted, tmp_path, monkeypatch):
     monkeypatch.setenv("DART_OUTPUT_DIR", str(tmp_path / "out"))
-    monkeypatch.setenv("DART_OUTPUT_PROFILE", "tiny")
-    return Settings.from_params({"profile": "tiny", "corrupted_dataset": "fmnistc", "severity": 5,
+    monkeypatch.setenv("DART_OUTPUT_PROFILE", "smoke")
+    return Settings.from_params({"profile": "smoke", "corrupted_dataset": "fmnistc", "severity": 5,
                                  "deviation_irs": [1, 5], "test_batch_size": 20, "seed": 0})
 
 
@@ -61,7 +61,7 @@ def test_figure4_points_are_computed_once_then_read(settings, monkeypatch):
     again = prediction_deviation.figure4_points(settings=settings, setup=_setup())
     assert len(calls) == 1 and first.equals(again)
     assert sorted(first.ir.unique()) == [1, 5] and first.accuracy.between(0, 100).all()
-    path = prediction_deviation.results_dir("tiny") / "prediction_deviation.csv"
+    path = prediction_deviation.results_dir("smoke") / "prediction_deviation.csv"
     assert stamp_path(path).is_file()
     prediction_deviation.figure4_points(settings=settings.replace(deviation_irs=[1]), setup=_setup())
     assert len(calls) == 2  # a changed setting recomputes

@@ -753,7 +753,7 @@ def recorded_refiner(*, folder: Path) -> dict:
         if path is not None and path.is_file():
             import torch
 
-            config = torch.load(path, map_location="cpu", weights_only=False)["config"]
+            config = torch.load(path, map_location="cpu", weights_only=True)["config"]
             return {"dart_epochs": int(config["epochs"]), "dart_alpha": float(config["alpha"]),
                     "recorded": f"{path.name}'s config"}
     return {}

@@ -147,13 +147,12 @@ def _decoded(side: str, *_stamp: int) -> dict[str, list[tuple[int, str, CellOutc
 
 
 def _refill(side: Path) -> str:
-    """How the outcomes of a row of sidecar ``side`` are computed again."""
-    from dartlib.studies.grids import GRIDS
-
+    """How the outcomes of a row of sidecar ``side`` are computed again (the grids are a layer above
+    this one, so the remedy names both ways rather than looking the grid up)."""
     name, profile = side.name.removesuffix(".outcomes.csv"), side.parent.name
-    if name in GRIDS:
-        return f"`python -m dartlib grid {name} --profile {profile} --outcomes` computes them again"
-    return f"the notebook that writes {name}.csv computes them again when it next runs"
+    return (f"`python -m dartlib grid {name} --profile {profile} --outcomes` computes them again where {name} is a grid "
+            f"(`python -m dartlib grid --help` lists them); otherwise the notebook that writes {name}.csv does, when it "
+            "next runs")
 
 
 @dataclass(frozen=True)

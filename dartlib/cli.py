@@ -374,11 +374,7 @@ def _cmd_bench_dart(args: argparse.Namespace) -> int:
 
 def _cmd_train_refiners(args: argparse.Namespace) -> int:
     """Train (or resume) notebook 15's refiners named by ``--variants``, each pass resumable."""
-    import torch
-
     from dartlib.studies.diagnosis import train_variants, variant
-    from dartlib.experiments.settings import Settings
-    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
 
     if args.paper_tables:
         return _train_paper_table_refiners(args)
@@ -392,24 +388,32 @@ def _cmd_train_refiners(args: argparse.Namespace) -> int:
         except KeyError as err:
             print(f"error: {err.args[0]}", file=sys.stderr)
             return 2
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    settings = Settings.from_params(load_profile(args.profile))
-    _writable(*_data_folders())
+    settings = _training_settings(args)
     train_variants(settings=settings, names=names, progress=True)
     print(f"{args.profile}: refiners of {', '.join(names)} trained (or found) beside {settings.checkpoint().name}")
     return 0
 
 
+def _training_settings(args: argparse.Namespace):
+    """``--profile``'s settings (checked before anything runs), with ``--threads`` applied and the data
+    folders the refiners are saved into checked writable."""
+    import torch
+
+    from dartlib.experiments.settings import Settings
+    from dartlib.schema import checked_profile as load_profile
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    settings = Settings.from_params(load_profile(args.profile))
+    _writable(*_data_folders())
+    return settings
+
+
 def _train_paper_table_refiners(args: argparse.Namespace) -> int:
     """Notebooks 07 and 08's refiners at the paper's configuration, pass by pass in the order of
     :data:`dartlib.studies.paper_refiners.PASS_ORDER` (``--passes``: a subset), each resumable."""
-    import torch
-
     from dartlib.dart.intermediate import load_or_train_refiners
-    from dartlib.experiments.settings import Settings
     from dartlib.experiments.source_setup import prepare_source
-    from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.studies.paper_refiners import PASS_ORDER, paper_table_refiners
 
     wanted = [n for n in (args.passes or ",".join(PASS_ORDER)).split(",") if n]
@@ -417,10 +421,7 @@ def _train_paper_table_refiners(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown pass {', '.join(unknown)}; valid: {', '.join(PASS_ORDER)}", file=sys.stderr)
         return 2
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    settings = Settings.from_params(load_profile(args.profile))
-    _writable(*_data_folders())
+    settings = _training_settings(args)
     passes = paper_table_refiners(settings=settings)
     setup = prepare_source(settings=settings)
     for name in wanted:

@@ -75,6 +75,11 @@ def test_a_claim_is_listed_once_under_the_verdict_of_the_configuration_nearest_t
                           for c in ("", "paper g_phi")])
     line = answer.claim_lists(answers=answer.claim_answers(table=unrun, claims=split))[2]
     assert line.endswith("**NOT RUN**: none of its 2 checks has rows on this profile."), line
+    # a profile with no rows at all (a fresh clone): one sentence, no list of headline claims
+    first = answer.answer_section(answers=answer.claim_answers(table=unrun, claims=split), profile="smoke",
+                                  setting="small-cnn")
+    assert first == ["Of the paper's 1 claims checked here, none has rows on the smoke profile on this checkout: "
+                     "every claim below reads NOT RUN.", ""]
 
 
 @pytest.fixture(scope="module")

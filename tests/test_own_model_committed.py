@@ -47,14 +47,39 @@ def test_the_smoke_profiles_own_model_and_its_g_phi_are_read_from_the_committed_
     assert other == tmp_path / "cache" / "refiners"  # other settings train into the data root's cache
 
 
+def test_the_small_cnn_and_the_alpha_choosers_g_phi_are_read_from_the_committed_files(tmp_path, monkeypatch):
+    """Notebook 16's alpha choice compares inference only: the small BatchNorm CNN, the chooser's
+    three candidates and the g_phi fitted on all 2,000 images are committed, so nothing trains."""
+    from dartlib.studies.alpha_choice import AlphaSearch
+
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
+    smoke, images, labels, num_classes = _smoke_training_data()
+    few = (images[:2000], labels[:2000])
+    small, meta = own_model.load_or_train_briefly(*few, num_classes=num_classes, seed=smoke["seed"], epochs=2,
+                                                  device="cpu", batch_size=100, lr=1e-2, arch="small-bn-cnn")
+    assert meta["reused"] and meta["path"].name.startswith("small-bn-cnn-") and meta["arch"] == "small-bn-cnn"
+    config = DartConfig(per_class=100, n_dir=5, epochs=2, seed=smoke["seed"])
+    search = AlphaSearch(alphas=[0.1, 1, 10], heldout_per_class=40)
+    assert own_model.chooser_cache(model=small, data=few, num_classes=num_classes, config=config,
+                                   search=search) == own_model.COMMITTED_DIR
+    assert own_model.refiner_cache(model=small, data=few, num_classes=num_classes,
+                                   config=config) == own_model.COMMITTED_DIR
+    other = AlphaSearch(alphas=[0.1, 3], heldout_per_class=40)  # a candidate never committed: the user's cache
+    assert own_model.chooser_cache(model=small, data=few, num_classes=num_classes, config=config,
+                                   search=other) == tmp_path / "cache" / "refiners"
+    assert not list(tmp_path.rglob("*.pt"))
+    with pytest.raises(KeyError, match="torchvision-resnet18, small-bn-cnn"):
+        own_model.load_or_train_briefly(*few, num_classes=num_classes, seed=0, epochs=2, device="cpu", arch="vgg")
+
+
 def test_the_committed_own_model_is_listed_with_the_cpu_it_was_trained_on():
     manifest = json.loads(artefacts.MANIFEST.read_text())
     own = [e for e in manifest["files"] if e["file"].startswith("own-model/")]
     kinds = sorted(e["kind"] for e in own)
-    assert kinds == ["own-model", "refiner"], kinds
+    assert kinds == ["own-model"] * 2 + ["refiner"] * 5, kinds  # ResNet-18 + g_phi; small CNN + 4 g_phi
     for entry in own:
         assert entry["cpu"] and (artefacts.COMMITTED_DIR / entry["file"]).is_file(), entry["file"]
-    [model] = [e for e in own if e["kind"] == "own-model"]
+    [model] = [e for e in own if e["kind"] == "own-model" and e["arch"] == "torchvision-resnet18"]
     assert model["recipe"]["train_images"] == load_profile("smoke")["own_train_images"]
     assert {p.relative_to(artefacts.COMMITTED_DIR).as_posix() for p in artefacts.committed_files()} >= {
         e["file"] for e in own}

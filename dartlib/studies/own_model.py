@@ -11,7 +11,10 @@ A few hundred steps of training from scratch amplify another CPU's last-bit roun
 reference gave 74.8). So the trained model and its g_phi are committed under
 :data:`COMMITTED_DIR` (listed in ``data/checkpoints/MANIFEST.json``, :mod:`dartlib.models.artefacts`)
 and read back by :func:`load_or_train_briefly` and ``fit_refiner(cache_dir=refiner_cache(...))``:
-what notebook 16's stored reference compares is then inference from shared weights only. Other
+what notebook 16's stored reference compares is then inference from shared weights only. The same
+holds for the small BatchNorm CNN of the alpha choice (:func:`small_bn_cnn`, ``arch="small-bn-cnn"``)
+and its g_phi (:func:`chooser_cache`): the chosen alpha that nbval compares does not depend on the
+CPU that runs the notebook. Other
 settings (another profile, other images or epochs) train anew into the data root's cache.
 """
 
@@ -105,11 +108,11 @@ def data_digest(images: np.ndarray, labels: np.ndarray) -> str:
 
 
 def training_key(images: np.ndarray, labels: np.ndarray, *, num_classes: int, seed: int, epochs: int,
-                 batch_size: int, lr: float) -> str:
-    """12 hex digits of sha256 over what decides :func:`train_briefly`'s result for
-    :func:`torchvision_resnet18`: the images' shape and bytes, the labels and the settings."""
+                 batch_size: int, lr: float, arch: str = "torchvision-resnet18") -> str:
+    """12 hex digits of sha256 over what decides :func:`train_briefly`'s result for the model
+    :data:`ARCHITECTURES` builds for ``arch``: the images' shape and bytes, the labels and the settings."""
     h = hashlib.sha256()
-    h.update(json.dumps({"arch": "torchvision-resnet18", "shape": list(images.shape), "num_classes": num_classes,
+    h.update(json.dumps({"arch": arch, "shape": list(images.shape), "num_classes": num_classes,
                          "seed": seed, "epochs": epochs, "batch_size": batch_size, "lr": lr}, sort_keys=True).encode())
     h.update(np.ascontiguousarray(images).tobytes())
     h.update(np.ascontiguousarray(labels, dtype=np.int64).tobytes())
@@ -117,10 +120,11 @@ def training_key(images: np.ndarray, labels: np.ndarray, *, num_classes: int, se
 
 
 def load_or_train_briefly(images: np.ndarray, labels: np.ndarray, *, num_classes: int, seed: int, epochs: int,
-                          device: str, batch_size: int = 64, lr: float = 1e-3,
+                          device: str, batch_size: int = 64, lr: float = 1e-3, arch: str = "torchvision-resnet18",
                           directory: Path | None = None) -> tuple[nn.Module, dict]:
-    """:func:`torchvision_resnet18` trained by :func:`train_briefly`, read from
-    ``resnet18-<training_key>.pt`` where it was saved before, else trained now and saved. The file
+    """The model :data:`ARCHITECTURES` builds for ``arch`` (:func:`torchvision_resnet18` by default,
+    or :func:`small_bn_cnn`) trained by :func:`train_briefly`, read from
+    ``<file prefix>-<training_key>.pt`` where it was saved before, else trained now and saved. The file
     is looked for in ``directory``, by default in :data:`COMMITTED_DIR` (the smoke profile's,
     committed) and then in ``<data root>/cache/own-model`` (where other settings are trained).
     Returns the model and the file's metadata (``losses``, ``cpu``: the CPU it was trained on,
@@ -129,41 +133,60 @@ def load_or_train_briefly(images: np.ndarray, labels: np.ndarray, *, num_classes
     The weights are stored in float16 and every run uses the stored copy, the training run too: a
     model trained here and one read from the committed file are the same weights, and the file is
     half the size (22 MB instead of 45 MB)."""
-    name = f"resnet18-{training_key(images, labels, num_classes=num_classes, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr)}.pt"
+    if arch not in ARCHITECTURES:
+        raise KeyError(f"arch {arch!r}: not one of the models notebook 16 trains ({', '.join(ARCHITECTURES)})")
+    build, prefix = ARCHITECTURES[arch]
+    key = training_key(images, labels, num_classes=num_classes, seed=seed, epochs=epochs, batch_size=batch_size,
+                       lr=lr, arch=arch)
+    name = f"{prefix}-{key}.pt"
     if directory is None:
         directory = COMMITTED_DIR if (COMMITTED_DIR / name).is_file() else data_root() / "cache" / "own-model"
     path = Path(directory) / name
     existed = path.is_file()
 
     def train() -> dict:
-        model = torchvision_resnet18(images, num_classes=num_classes, seed=seed)
+        model = build(images, num_classes=num_classes, seed=seed)
         losses = train_briefly(model, images, labels, epochs=epochs, seed=seed, device=device,
                                batch_size=batch_size, lr=lr)
         state = {k: (v.half() if v.is_floating_point() else v).cpu() for k, v in model.state_dict().items()}
-        meta = {"kind": "own-model", "arch": "torchvision-resnet18", "num_classes": num_classes, "seed": seed,
+        meta = {"kind": "own-model", "arch": arch, "num_classes": num_classes, "seed": seed,
                 "epochs": epochs, "batch_size": batch_size, "lr": lr, "train_images": int(len(labels)),
                 "losses": losses, "train_digest": data_digest(images, labels), "cpu": cpu_model_name(),
                 "device": str(device), "torch_version": str(torch.__version__), "dartlib_version": __version__}
         return {"state": state, "meta": meta}
 
     blob = load_or_train(path, train=train, required=("state", "meta"))
-    model = torchvision_resnet18(images, num_classes=num_classes, seed=seed)
+    model = build(images, num_classes=num_classes, seed=seed)
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in blob["state"].items()})
     return model.to(device), {**blob["meta"], "path": path, "reused": existed}
 
 
 def refiner_cache(*, model: nn.Module, data: tuple[np.ndarray, np.ndarray], num_classes: int,
-                  config: DartConfig) -> Path:
-    """Where :func:`dartlib.dart.fit.fit_refiner` keeps g_phi for ``model``: :data:`COMMITTED_DIR`
-    where the committed g_phi of these weights, data and config is there (the smoke profile's),
-    else the default cache (:func:`dartlib.dart.fit.default_cache_dir`), so that other settings
-    never write beside the committed files."""
+                  config: DartConfig | Sequence[DartConfig], tag: str = "") -> Path:
+    """Where :func:`dartlib.dart.fit.fit_refiner` (or :func:`dartlib.studies.alpha_choice.select_alpha`,
+    whose refiners carry ``tag``) keeps g_phi for ``model``: :data:`COMMITTED_DIR` where the committed
+    g_phi of these weights, data and every config is there (the smoke profile's), else the default
+    cache (:func:`dartlib.dart.fit.default_cache_dir`), so that other settings never write beside
+    the committed files."""
     from dartlib.dart.fit import cache_key, default_cache_dir, labelled_images
     from dartlib.dart.intermediate import refiner_path
 
-    train = labelled_images(data, num_classes=num_classes)
-    committed = refiner_path(COMMITTED_DIR / f"refiner-{cache_key(model, train)}.pt", config)
-    return COMMITTED_DIR if committed.is_file() else default_cache_dir()
+    train = labelled_images(data, num_classes=num_classes, every_class=False)
+    anchor = COMMITTED_DIR / f"refiner-{cache_key(model, train)}.pt"
+    configs = [config] if isinstance(config, DartConfig) else list(config)
+    committed = all(refiner_path(anchor, c, tag=tag).is_file() for c in configs)
+    return COMMITTED_DIR if committed else default_cache_dir()
+
+
+def chooser_cache(*, model: nn.Module, data: tuple[np.ndarray, np.ndarray], num_classes: int,
+                  config: DartConfig, search) -> Path:
+    """:func:`refiner_cache` for :func:`dartlib.studies.alpha_choice.select_alpha`'s candidates
+    (``search.alphas`` and ``config.alpha``, trained on the fit part of a held-out split)."""
+    labels = np.asarray(data[1])
+    alphas = sorted({float(a) for a in search.alphas} | {float(config.alpha)})
+    tag = f"fit-heldout{search.heldout(labels, num_classes=num_classes)}"
+    return refiner_cache(model=model, data=data, num_classes=num_classes, tag=tag,
+                         config=[replace(config, alpha=a) for a in alphas])
 
 
 @torch.no_grad()
@@ -244,6 +267,14 @@ def small_bn_cnn(*, num_classes: int, seed: int) -> nn.Module:
     )
 
 
+ARCHITECTURES: dict[str, tuple] = {
+    # name -> (builder(images, num_classes=, seed=), file-name prefix); the name enters the training key
+    "torchvision-resnet18": (torchvision_resnet18, "resnet18"),
+    "small-bn-cnn": (lambda images, *, num_classes, seed: small_bn_cnn(num_classes=num_classes, seed=seed),
+                     "small-bn-cnn"),
+}
+
+
 def default_against_chosen(model: nn.Module, *, data: tuple[np.ndarray, np.ndarray], num_classes: int,
                            config: DartConfig, alpha: float, streams: LTStreams, device: str) -> pd.DataFrame:
     """BNAdapt, and BNAdapt+DART with g_phi fitted at ``config``'s alpha (the paper's by default)
@@ -253,8 +284,10 @@ def default_against_chosen(model: nn.Module, *, data: tuple[np.ndarray, np.ndarr
 
     table = {}
     for label, value in ((f"alpha {config.alpha:g} (default)", config.alpha), (f"alpha {alpha:g} (chosen)", alpha)):
-        fitted = fit_refiner(model=model, data=data, num_classes=num_classes, device=device,
-                             config=replace(config, alpha=value), progress=False)
+        chosen = replace(config, alpha=value)
+        fitted = fit_refiner(model=model, data=data, num_classes=num_classes, device=device, config=chosen,
+                             cache_dir=refiner_cache(model=model, data=data, num_classes=num_classes, config=chosen),
+                             progress=False)
         gains = gain_table(before_after(model, fitted.refiner, num_classes=num_classes, streams=streams, device=device))
         table.setdefault("BNAdapt", gains.loc["BNAdapt"])
         table[f"BNAdapt+DART, {label}"] = gains.loc["BNAdapt+DART"]

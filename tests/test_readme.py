@@ -71,17 +71,18 @@ def test_every_ledger_tally_is_the_ledgers_own():
     cpu, gpu = _ledger_tally("cpu"), _ledger_tally("gpu")
     readme = " ".join(README.split())
     quoted_cpu = tally(readme.split("**Claims, cpu profile.**")[1].split("Every claim")[0])
-    quoted_gpu = tally(readme.split("- **gpu**:")[1].split("- **paper-c10**")[0])
+    profiles_page = " ".join((REPO_ROOT / "docs" / "profiles.md").read_text().split())
+    quoted_gpu = tally(profiles_page.split("- **gpu**:")[1].split("- **paper-c10**")[0])
     results = " ".join((REPO_ROOT / "docs" / "results.md").read_text().split())
     in_results = tally(results.split("The claims ledger on gpu")[1].split(". ")[0])
     claims_txt = next(line for line in (REPO_ROOT / "results" / "gpu" / "claims.txt").read_text().splitlines()[::-1]
                       if line.startswith("HOLDS: "))
     assert quoted_cpu == cpu, f"README.md's cpu tally {quoted_cpu}; the ledger: {cpu}"
-    assert quoted_gpu == gpu, f"README.md's gpu tally {quoted_gpu}; the ledger: {gpu}"
+    assert quoted_gpu == gpu, f"docs/profiles.md's gpu tally {quoted_gpu}; the ledger: {gpu}"
     assert in_results == gpu, f"docs/results.md's gpu tally {in_results}; the ledger: {gpu}"
     assert count_line_tally(claims_txt) == gpu, (
         "results/gpu/claims.txt is not the ledger's: python -m dartlib claims --profile gpu > results/gpu/claims.txt")
-    assert f"of {sum(gpu.values())} checks" in readme.split("- **gpu**:")[1]
+    assert f"of {sum(gpu.values())} checks" in profiles_page.split("- **gpu**:")[1]
     # the cpu book's notebook 99, as it ran on the committed results
     notebook = json.loads((REPO_ROOT / "results" / "cpu" / "notebooks" / "99_claims.ipynb").read_text())
     printed = ["".join(o.get("text", "")) for c in notebook["cells"] for o in c.get("outputs", [])]
@@ -98,3 +99,30 @@ def test_the_two_commands_come_first_and_every_notebook_is_listed():
     listed = set(re.findall(r"^\| `(\d\d_\w+)` \|", README, flags=re.M))
     notebooks = {p.stem for p in (REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     assert sorted(notebooks - listed) == [], "notebooks missing from README.md's table"
+
+
+def test_the_readmes_example_runs_as_written_on_a_small_model(tmp_path, monkeypatch):
+    """The README's ten lines, with `model`, `(x, y)` and `x_test_batch` bound to a small BatchNorm
+    CNN and 400 random images (float N x 3 x 32 x 32 in [0, 1]); DartConfig's settings shrunk so
+    that it runs in seconds (the README shows the paper's defaults)."""
+    import functools
+
+    import torch
+    from torch import nn
+
+    from dartlib.dart.refiner import DartConfig
+
+    block = README.split("## DART on your own model")[1].split("```python\n")[1].split("```")[0]
+    assert len(block.strip().splitlines()) <= 10, block
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(8, 10)).eval()
+    x, y = torch.rand(400, 3, 32, 32), torch.arange(400) % 10
+    scope = {"model": model, "x": x, "y": y, "x_test_batch": x[:64]}
+    code = block.replace("from dartlib.dart.refiner import DartConfig\n", "")
+    assert code != block  # the README imports DartConfig; here it is the small one
+    scope["DartConfig"] = functools.partial(DartConfig, per_class=20, n_dir=4, epochs=1)
+    exec(compile(code, "README.md", "exec"), scope)
+    assert scope["logits"].shape == (64, 10) and torch.isfinite(scope["logits"]).all()
+    assert list((tmp_path / "cache" / "refiners").glob("*.pt"))  # fit_refiner's cache, in the data root

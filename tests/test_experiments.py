@@ -192,3 +192,41 @@ def test_a_cells_options_are_parsed_once_and_read_only():
     assert Cell("fmnist", "lt", 1.0, "fog", 5, "tent").options == {}
     with pytest.raises(TypeError):
         a.options["limit"] = "1"  # a study cannot change what another cell reads
+
+
+def test_a_row_is_borrowed_under_another_refiner_name_only_with_the_same_trained_inputs(tmp_path):
+    """A profile's `dart` that is the paper's g_phi (same weights and settings: the same digest)
+    takes the rows another grid computed under the variant's name, stored under its own name and
+    key with their outcome lines; another digest, or another field, is computed."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from dartlib.experiments.outcomes import CellOutcomes, read_sidecar
+
+    other, path = tmp_path / "paper_config.csv", tmp_path / "table1.csv"
+    variant = grid(dataset=["d"], shift=["lt"], shift_param=[1.0, 100.0], corruption=["fog"], severity=[5],
+                   method=["bnadapt"], refiner=["alpha0.1-epochs50"])
+    mask = CellOutcomes(members=np.ones(10, dtype=np.int64), correct=(np.arange(10) < 4).astype(np.int64))
+
+    def evaluate(c):
+        return {"n": 10, "accuracy": 40.0, "outcomes": mask}
+
+    run_grid(variant, evaluate, path=other, experiment="paper_config", progress=False, inputs=lambda c: "paper")
+    profile = grid(dataset=["d"], shift=["lt"], shift_param=[1.0, 100.0], corruption=["fog"], severity=[5],
+                   method=["bnadapt"], refiner=["dart"])
+    digest = {1.0: "paper", 100.0: "shortcut"}  # rho 100's dart is another g_phi
+    calls = []
+    done = run_grid(profile, lambda c: calls.append(c.shift_param) or evaluate(c), path=path, experiment="table1",
+                    progress=False, inputs=lambda c: digest[c.shift_param], reuse=[other])
+    assert calls == [100.0]
+    assert set(done.refiner) == {"dart"} and set(done.key) == {c.key for c in profile}
+    side = read_sidecar(path)
+    assert set(side.key) == {c.key for c in profile} and len(side) == 2
+    assert run_grid(profile, lambda c: pytest.fail("recomputed"), path=path, experiment="table1", progress=False,
+                    inputs=lambda c: digest[c.shift_param], reuse=[other]).accuracy.tolist() == [40.0, 40.0]
+    # another field (the seed) is another cell, whatever its digest
+    seeded = [replace(c, seed=1) for c in profile[:1]]
+    run_grid(seeded, lambda c: calls.append("seed1") or evaluate(c), path=path, experiment="table1", progress=False,
+             inputs=lambda c: "paper", reuse=[other])
+    assert calls[-1] == "seed1"

@@ -43,7 +43,7 @@ import time
 from contextlib import contextmanager
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
 from itertools import product
 from pathlib import Path
@@ -221,15 +221,7 @@ def _field_keys(row: Mapping[str, object]) -> set[str]:
 def row_key(row: Mapping[str, object]) -> str:
     """The key of the cell a stored row describes, read from its fields; for a row stored before
     rows carried keys (its ``key`` empty), so that the recomputed row replaces it."""
-    if str(row["key"]):
-        return str(row["key"])
-
-    def number(value: object, kind: type) -> object:
-        return None if value is None or value == "" or pd.isna(value) else kind(value)
-
-    return Cell(dataset=str(row["dataset"]), shift=str(row["shift"]), shift_param=number(row["shift_param"], float),
-                corruption=str(row["corruption"]), severity=number(row["severity"], int), method=str(row["method"]),
-                refiner=str(row["refiner"]), params=str(row["params"]), seed=int(row["seed"])).key
+    return str(row["key"]) if str(row["key"]) else _stored_cell(row).key
 
 
 def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
@@ -297,26 +289,51 @@ def _states(cells: list[Cell], path: Path, digests: dict[str, str]) -> list[str]
             "stale" if c.key in digests and stored[c.key] != digests[c.key] else "current" for c in cells]
 
 
+def _unlabelled(cell: Cell) -> str:
+    """The key of ``cell`` without its refiner's name: two cells that differ only in what their
+    refiner is called."""
+    return replace(cell, refiner="" if cell.refiner == "none" else "*").key
+
+
+def _stored_cell(row: Mapping[str, object]) -> Cell:
+    def number(value: object, kind: type) -> object:
+        return None if value is None or value == "" or pd.isna(value) else kind(value)
+
+    return Cell(dataset=str(row["dataset"]), shift=str(row["shift"]), shift_param=number(row["shift_param"], float),
+                corruption=str(row["corruption"]), severity=number(row["severity"], int), method=str(row["method"]),
+                refiner=str(row["refiner"]), params=str(row["params"]), seed=int(row["seed"]))
+
+
 def _borrow(todo: list[Cell], digests: dict[str, str], reuse: Sequence[Path], *, path: Path,
             experiment: str) -> list[Cell]:
-    """Copy into ``path`` the rows of ``reuse`` that match a cell of ``todo`` by key and by a
-    known, equal digest; return the cells still to compute."""
+    """Copy into ``path`` the rows of ``reuse`` that match a cell of ``todo`` by a known, equal
+    digest and by key, or by every field but the refiner's name: the digest covers the refiner's
+    weights and settings (:meth:`dartlib.experiments.engine.TestTimeContext.inputs`), so a row of
+    ``alpha0.1-epochs50`` is the row of a profile's ``dart`` when both name the same trained g_phi.
+    Such a row is stored under the cell's own name and key. Returns the cells still to compute."""
     for other in reuse:
         if not todo:
             break
         if Path(other).resolve() == Path(path).resolve():
             continue
         stored = read_results(Path(other))
-        rows = {k: r for k, r in zip(stored["key"].astype(str), stored.to_dict("records"))}
-        borrowed, left = [], []
+        records = stored.to_dict("records")
+        by_key = {str(r["key"]): r for r in records}
+        by_inputs = {(_unlabelled(_stored_cell(r)), str(r["inputs"])): r for r in records if str(r["inputs"])}
+        borrowed, renamed, left = [], {}, []  # renamed: a stored row's key -> the cells it is copied to
         for cell in todo:
-            row = rows.get(cell.key)
-            if row is None or not digests.get(cell.key) or str(row["inputs"]) != digests[cell.key]:
+            digest = digests.get(cell.key)
+            row = by_key.get(cell.key)
+            if digest and (row is None or str(row["inputs"]) != digest):
+                row = by_inputs.get((_unlabelled(cell), digest))
+            if row is None or not digest or str(row["inputs"]) != digest:
                 left.append(cell)
-            else:
-                borrowed.append({**row, "experiment": experiment})
+                continue
+            renamed.setdefault(str(row["key"]), []).append(cell.key)
+            borrowed.append({**row, "experiment": experiment, "refiner": cell.refiner, "key": cell.key})
         side = read_sidecar(Path(other))
-        lines = side[side["key"].isin({r["key"] for r in borrowed})].to_dict("records")
+        lines = [{**line, "key": key} for line in side.to_dict("records") for key in renamed.get(line["key"], ())
+                 if line["inputs"] == digests[key]]
         _append_rows(borrowed, path, outcomes=lines)  # one locked rewrite of the file, not one per row
         todo = left
     return todo

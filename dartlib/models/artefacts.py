@@ -198,17 +198,62 @@ def verify_manifest(directory: Path = COMMITTED_DIR) -> list[ManifestProblem]:
     return problems
 
 
+# What a process has hashed and read already, keyed by the file's identity and change stamps (device,
+# inode, size, modification and change times: a copy, an edit or a rename changes one of them, and
+# the change time cannot be set back by hand), so that a trained file is hashed once per process
+# however often it is loaded.
+_SHA256_SEEN: dict[tuple, str] = {}
+_MANIFESTS_SEEN: dict[tuple, dict[str, dict]] = {}
+
+
+def _stamp(path: Path) -> tuple:
+    st = path.stat()
+    return str(path.absolute()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def sha256_once(path: Path) -> str:
+    """:func:`sha256_of`, computed once per process for a file that has not changed since
+    (:func:`_stamp`); what loading a committed checkpoint again costs is one ``stat``."""
+    stamp = _stamp(path)
+    if stamp not in _SHA256_SEEN:
+        _SHA256_SEEN[stamp] = sha256_of(path)
+    return _SHA256_SEEN[stamp]
+
+
+def _listed(manifest: Path) -> dict[str, dict]:
+    """{file: entry} of ``manifest`` (:func:`read_manifest`), read once per process while it is unchanged."""
+    stamp = _stamp(manifest)
+    if stamp not in _MANIFESTS_SEEN:
+        _MANIFESTS_SEEN[stamp] = {e["file"]: e for e in read_manifest(manifest)["files"]}
+    return _MANIFESTS_SEEN[stamp]
+
+
+def manifest_entry(path: Path) -> tuple[Path, dict] | None:
+    """The ``MANIFEST.json`` that lists the trained file ``path`` and its entry there: the manifest
+    beside it, or for a file in one of :data:`COMMITTED_FOLDERS`, the one in the folder above (which
+    names it ``<folder>/<file>``); None when no manifest lists it."""
+    path = Path(path)
+    places = [(path.parent / MANIFEST.name, path.name)]
+    if path.parent.name in COMMITTED_FOLDERS:
+        places.append((path.parent.parent / MANIFEST.name, f"{path.parent.name}/{path.name}"))
+    for manifest, name in places:
+        if manifest.is_file():
+            entry = _listed(manifest).get(name)
+            if entry is not None:
+                return manifest, entry
+    return None
+
+
 def manifest_problem(path: Path) -> str | None:
-    """What is wrong with a trained file for the ``MANIFEST.json`` beside it, if that lists it: its
-    sha256 differs from the one recorded (another file copied over it, or an edit); None when the
-    folder has no manifest, the manifest does not list the file, or the bytes agree."""
-    manifest = path.parent / MANIFEST.name
-    if not manifest.is_file():
+    """What is wrong with a trained file for the ``MANIFEST.json`` that lists it
+    (:func:`manifest_entry`): its sha256 differs from the one recorded (another file copied over it,
+    or an edit); None when no manifest lists the file, or the bytes agree. The file is hashed once
+    per process (:func:`sha256_once`)."""
+    found = manifest_entry(path)
+    if found is None or sha256_once(Path(path)) == found[1]["sha256"]:
         return None
-    entry = next((e for e in read_manifest(manifest)["files"] if e["file"] == path.name), None)
-    if entry is None or sha256_of(path) == entry["sha256"]:
-        return None
-    return f"its sha256 differs from the one {manifest.name} records for it (another file under its name, or an edit)"
+    return f"its sha256 differs from the one {found[0].name} records for it (another file under its name, or an edit)"
+
 
 def refused(path: Path, problem: str, *, anew: str, listed: bool = False) -> DamagedFileError:
     """Set the trained file ``path`` aside (:func:`dartlib.data.files.set_aside`) and return the

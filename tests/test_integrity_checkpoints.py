@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from dartlib import cli
+from dartlib.data import files
 from dartlib.data.files import DamagedFileError
-from dartlib.models import artefacts
 from dartlib.models.artefacts import COMMITTED_DIR
 from dartlib.models.checkpoints import CheckpointMismatchError, load_checkpoint, load_weights, save_weights
 
@@ -68,8 +68,8 @@ def test_a_model_not_what_the_caller_asks_for_is_left_in_place(data_root):
 
 def test_a_file_is_hashed_once_per_process_until_it_changes(data_root, monkeypatch):
     calls = []
-    real = artefacts.sha256_of
-    monkeypatch.setattr(artefacts, "sha256_of", lambda path: calls.append(path.name) or real(path))
+    real = files.sha256_bytes_of
+    monkeypatch.setattr(files, "sha256_bytes_of", lambda path: calls.append(path.name) or real(path))
     path = data_root / W8
     for _ in range(3):
         load_checkpoint(path)

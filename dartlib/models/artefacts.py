@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from dartlib.data.files import DamagedFileError, write_text_atomic
+from dartlib.data.files import DamagedFileError, file_stamp, sha256_once, write_text_atomic
 from dartlib.provenance import sha256_file
 from dartlib.paths import REPO_ROOT
 
@@ -198,31 +198,14 @@ def verify_manifest(directory: Path = COMMITTED_DIR) -> list[ManifestProblem]:
     return problems
 
 
-# What a process has hashed and read already, keyed by the file's identity and change stamps (device,
-# inode, size, modification and change times: a copy, an edit or a rename changes one of them, and
-# the change time cannot be set back by hand), so that a trained file is hashed once per process
-# however often it is loaded.
-_SHA256_SEEN: dict[tuple, str] = {}
+# The manifests a process has read, keyed by their identity and change stamps
+# (:func:`dartlib.data.files.file_stamp`).
 _MANIFESTS_SEEN: dict[tuple, dict[str, dict]] = {}
-
-
-def _stamp(path: Path) -> tuple:
-    st = path.stat()
-    return str(path.absolute()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def sha256_once(path: Path) -> str:
-    """:func:`sha256_of`, computed once per process for a file that has not changed since
-    (:func:`_stamp`); what loading a committed checkpoint again costs is one ``stat``."""
-    stamp = _stamp(path)
-    if stamp not in _SHA256_SEEN:
-        _SHA256_SEEN[stamp] = sha256_of(path)
-    return _SHA256_SEEN[stamp]
 
 
 def _listed(manifest: Path) -> dict[str, dict]:
     """{file: entry} of ``manifest`` (:func:`read_manifest`), read once per process while it is unchanged."""
-    stamp = _stamp(manifest)
+    stamp = file_stamp(manifest)
     if stamp not in _MANIFESTS_SEEN:
         _MANIFESTS_SEEN[stamp] = {e["file"]: e for e in read_manifest(manifest)["files"]}
     return _MANIFESTS_SEEN[stamp]
@@ -248,7 +231,7 @@ def manifest_problem(path: Path) -> str | None:
     """What is wrong with a trained file for the ``MANIFEST.json`` that lists it
     (:func:`manifest_entry`): its sha256 differs from the one recorded (another file copied over it,
     or an edit); None when no manifest lists the file, or the bytes agree. The file is hashed once
-    per process (:func:`sha256_once`)."""
+    per process (:func:`dartlib.data.files.sha256_once`)."""
     found = manifest_entry(path)
     if found is None or sha256_once(Path(path)) == found[1]["sha256"]:
         return None

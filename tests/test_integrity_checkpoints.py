@@ -146,3 +146,46 @@ def test_the_committed_own_model_edited_is_refused_by_the_manifest_above_its_fol
                                                r"MANIFEST\.json records"):
         own_model.load_or_train_briefly(images, labels, directory=own_dir, **settings)
     assert not path.exists()
+
+
+# --------------------------------------------------------------------------- artefacts verify's documented statuses
+
+
+def _documented_statuses() -> dict[int, str]:
+    from dartlib.paths import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "cli.md").read_text()
+    table = text.split("<!-- artefacts-verify-statuses -->")[1].split("<!-- /artefacts-verify-statuses -->")[0]
+    rows = [line.split("|")[1:3] for line in table.strip().splitlines()[2:]]
+    return {int(status): when.strip() for status, when in rows}
+
+
+def test_artefacts_verify_exits_with_the_documented_statuses(tmp_path, monkeypatch, capsys):
+    """Each situation the docs name, made real in a copy of the smoke files: the status returned is
+    the one docs/cli.md's table gives for it."""
+    import json
+
+    from dartlib.models import artefacts
+
+    documented = _documented_statuses()
+    assert sorted(documented) == [0, 1, 3, 4]
+    refiners = sorted(COMMITTED_DIR.glob("fmnist-small-cnn-smoke-seed0.dart-*.pt"))[:2]
+    for path in [COMMITTED_DIR / SMOKE, *refiners]:
+        shutil.copy(path, tmp_path / path.name)
+    manifest = json.loads((COMMITTED_DIR / "MANIFEST.json").read_text())
+    manifest["files"] = [e for e in manifest["files"] if e["file"] in {SMOKE, refiners[0].name}]
+    (tmp_path / "MANIFEST.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(artefacts.verify_manifest, "__defaults__", (tmp_path,))
+
+    def status() -> int:
+        code = cli.main(["artefacts", "verify"])
+        capsys.readouterr()
+        return code
+
+    assert status() == 1 and "not list" in documented[1]  # the second refiner is not listed
+    (tmp_path / refiners[1].name).unlink()
+    assert status() == 0 and "every listed file present" in documented[0]
+    (tmp_path / refiners[0].name).unlink()
+    assert status() == 3 and "absent" in documented[3]
+    _scaled(tmp_path / SMOKE)
+    assert status() == 4 and "sha256 differs" in documented[4]  # damaged before missing

@@ -144,4 +144,36 @@ def test_the_ledger_is_evaluated_once_per_set_of_inputs(tmp_path, monkeypatch):
     assert len(calls) == 1 and first.equals(second)
     (results / "costs.csv").write_text((results / "costs.csv").read_text().replace("bnadapt", "bnadapt", 1) + "\n")
     site.ledger_table(sources=sources, settings=settings, cache=tmp_path / "cache")
-    assert len(calls) == 2 and len(list((tmp_path / "cache").glob("cpu-*.pkl"))) == 1
+    assert len(calls) == 2 and len(list((tmp_path / "cache").glob("cpu-*.json"))) == 1
+
+
+def test_a_damaged_ledger_cache_is_discarded_and_evaluated_again(tmp_path, monkeypatch):
+    """The ledger's cache holds its key and the digest of its table: an edited value (digest kept),
+    a file cut short or a file of another key is discarded with one warning naming it."""
+    import json
+    import shutil
+
+    from dartlib.data.files import CacheDiscardedWarning
+
+    results = tmp_path / "results"
+    results.mkdir()
+    shutil.copy(site.REPO_ROOT / "results" / "cpu" / "costs.csv", results / "costs.csv")
+    sources = site.BookSources(profile="cpu", notebooks=tmp_path, figures=tmp_path, results=results)
+    calls = []
+    real = ledger.evaluate
+    monkeypatch.setattr(ledger, "evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    settings, cache = load_profile("cpu"), tmp_path / "cache"
+    first = site.ledger_table(sources=sources, settings=settings, cache=cache)
+    (path,) = cache.glob("cpu-*.json")
+    stored = json.loads(path.read_text())
+    edited = json.loads(stored["table"])
+    edited["columns"]["status"][0] = "HOLDS" if edited["columns"]["status"][0] != "HOLDS" else "FAILS"
+    damages = {"an edited value": json.dumps({**stored, "table": json.dumps(edited)}),
+               "a file cut short": path.read_text()[:200],
+               "another key": json.dumps({**stored, "key": "0" * 20})}
+    for what, text in damages.items():
+        path.write_text(text)
+        with pytest.warns(CacheDiscardedWarning, match=rf"{path.name}: .*; discarded, the ledger is evaluated again"):
+            again = site.ledger_table(sources=sources, settings=settings, cache=cache)
+        assert again.equals(first), what
+    assert len(calls) == 1 + len(damages)

@@ -38,9 +38,9 @@ run_grid(grid(**CELLS), evaluate, path=Path(sys.argv[1]), experiment="fake", pro
 """
 
 
-def _run(tmp_path: Path, results: Path, processes: int) -> list[str]:
+def _run(tmp_path: Path, results: Path, processes: int, worker: str = WORKER) -> list[str]:
     script = tmp_path / "worker.py"
-    script.write_text(WORKER.format(tests=str(Path(__file__).parent)))
+    script.write_text(worker.format(tests=str(Path(__file__).parent)))
     log, go = tmp_path / f"{results.stem}.log", tmp_path / f"{results.stem}.go"
     log.unlink(missing_ok=True)
     go.unlink(missing_ok=True)
@@ -110,3 +110,57 @@ def test_a_cell_stored_meanwhile_is_not_computed_again(tmp_path):
     rows = run_grid(cells, evaluate, path=path, experiment="x", progress=False, inputs=lambda c: "d")
     assert computed == [cells[0].key]
     assert rows.accuracy.tolist() == [10.0, 50.0]
+
+
+# ``grid --outcomes`` (fill_outcomes) on a grid whose rows were stored without per-image outcomes:
+# each evaluation is logged and takes 50 ms, and gives the outcomes that reproduce its stored row.
+OUTCOMES_WORKER = """
+import os, sys, time
+from pathlib import Path
+from dartlib.experiments.grid import fill_outcomes, grid
+sys.path.insert(0, {tests!r})
+from test_grid_claims import CELLS, _with_outcomes
+log = Path(sys.argv[2])
+
+def evaluate(cell):
+    with open(log, "a") as fh:
+        fh.write(f"{{os.getpid()}} {{cell.key}}\\n")
+    time.sleep(0.05)
+    return _with_outcomes(cell)
+
+Path(sys.argv[3]).touch()
+while not Path(sys.argv[4]).exists():
+    time.sleep(0.01)
+counts = fill_outcomes(grid(**CELLS), evaluate, path=Path(sys.argv[1]), experiment="fake", progress=False,
+                       inputs=lambda c: "d1")
+assert counts["replaced"] == 0 and counts["skipped"] == 0, counts
+"""
+
+
+def _with_outcomes(cell) -> dict:
+    """A cell's result with its per-image outcomes: 100 images, the first ``k`` right (k from its key)."""
+    import hashlib
+
+    import numpy as np
+
+    from dartlib.experiments.outcomes import CellOutcomes
+
+    right = int(hashlib.sha256(cell.key.encode()).hexdigest()[:4], 16) % 101
+    outcomes = CellOutcomes.from_stream(order=np.arange(100), correct=np.arange(100) < right, size=100)
+    return {"n": 100, "accuracy": float(right), "outcomes": outcomes}
+
+
+def test_two_outcomes_runs_share_the_cells_and_compute_each_once(tmp_path):
+    from dartlib.experiments.outcomes import checked_outcomes, sidecar
+
+    cells = grid(**CELLS)
+    results = tmp_path / "o.csv"
+    run_grid(cells, _with_outcomes, path=results, experiment="fake", progress=False, inputs=lambda c: "d1")
+    sidecar(results).unlink()  # rows stored before outcomes were kept
+    lines = _run(tmp_path, results, 2, OUTCOMES_WORKER)
+    keys = [line.split()[1] for line in lines]
+    assert sorted(keys) == sorted(c.key for c in cells)  # every cell once between the two, none twice
+    per_process = pd.Series([line.split()[0] for line in lines]).value_counts()
+    print(f"cells given outcomes per process: {sorted(per_process.tolist(), reverse=True)} of {len(cells)}")
+    assert len(per_process) == 2 and per_process.min() >= len(cells) // 4  # both took a share
+    assert len(checked_outcomes(read_results(results), results)) == len(cells)

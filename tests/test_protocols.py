@@ -113,11 +113,12 @@ def test_class_balanced_and_batches():
 
 def test_cache_round_trip_and_registry(tmp_path):
     a = P.cached("lt", CIFAR10_TEST, cache_dir=tmp_path, rho=10, seed=0)
-    files = list(tmp_path.glob("lt-*.npy"))
+    files = list(tmp_path.glob("lt-*.npz"))
     assert len(files) == 1
-    assert np.array_equal(a, np.load(files[0]))
+    with np.load(files[0]) as stored:
+        assert np.array_equal(a, stored["indices"]) and files[0].name == f"lt-{stored['key']}.npz"
     assert np.array_equal(a, P.cached("lt", CIFAR10_TEST, cache_dir=tmp_path, rho=10, seed=0))
     P.cached("lt", CIFAR10_TEST, cache_dir=tmp_path, rho=10, seed=1)
-    assert len(list(tmp_path.glob("lt-*.npy"))) == 2
+    assert len(list(tmp_path.glob("lt-*.npz"))) == 2
     with pytest.raises(KeyError, match="valid names: lt, lt-inverse, online-imb, dirichlet"):
         P.cached("zipf", CIFAR10_TEST, cache_dir=tmp_path)

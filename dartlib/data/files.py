@@ -12,6 +12,7 @@ to rebuild it, instead of the reader's own error (``mmap length is greater than 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import secrets
@@ -53,6 +54,38 @@ def set_aside(path: Path) -> Path:
     aside = path.with_name(f"{path.name}.refused-{os.getpid()}-{secrets.token_hex(4)}")
     os.replace(path, aside)
     return aside
+
+
+# What a process has hashed already, keyed by the file's identity and change stamps (:func:`file_stamp`),
+# so that a large checked file (a trained model, a generated set) is hashed once per process however
+# often it is read.
+_SHA256_SEEN: dict[tuple, str] = {}
+
+
+def file_stamp(path: Path) -> tuple:
+    """A file's identity and change stamps: path, device, inode, size, modification and change times.
+    A copy, an edit or a rename over it changes one of them, and the change time cannot be set back
+    by hand."""
+    st = Path(path).stat()
+    return str(Path(path).absolute()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def sha256_bytes_of(path: Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_once(path: Path) -> str:
+    """:func:`sha256_bytes_of`, computed once per process for a file unchanged since
+    (:func:`file_stamp`): reading a checked file again costs one ``stat``."""
+    stamp = file_stamp(path)
+    if stamp not in _SHA256_SEEN:
+        _SHA256_SEEN[stamp] = sha256_bytes_of(Path(path))
+    return _SHA256_SEEN[stamp]
 
 
 def open_lock(path: Path, *, folder: Path) -> int:

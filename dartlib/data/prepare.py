@@ -2,6 +2,7 @@
 
 Resumable per file: a corruption whose file exists (for the same settings) is skipped; every
 file is written to a temporary name and renamed, so an interrupted run leaves no partial file.
+Each file's sha256 is recorded beside it (``<file>.sha256``) and checked when the set is read.
 ``manifest.json`` records the severities, the rows per severity, the class names, the seed and a
 digest of the clean images, so the loader can read subsets of severities.
 """
@@ -18,8 +19,8 @@ from tqdm import tqdm
 
 from dartlib import __version__
 from dartlib.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
-from dartlib.data.files import atomic_path, read_json
-from dartlib.data.sources import MANIFEST, clean_source, corrupted_dir, severities_remedy
+from dartlib.data.files import atomic_path, read_json, sha256_bytes_of, write_text_atomic
+from dartlib.data.sources import MANIFEST, _record_path, clean_source, corrupted_dir, severities_remedy
 
 CHUNK = 1000  # images per corrupt() call; part of the seed schedule, recorded in the manifest
 
@@ -32,8 +33,12 @@ def generator_digest() -> str:
 
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:
+    """``array`` saved to ``path`` whole or not at all, with the sha256 of the file's bytes recorded
+    beside it (``<file>.sha256``, :func:`dartlib.data.sources.generated_file_problem` checks it when
+    the set is read) before the file takes its name."""
     with atomic_path(path) as tmp:
         np.save(tmp, array)
+        write_text_atomic(_record_path(path), sha256_bytes_of(tmp) + "\n")
 
 
 def _chunks(n: int, seed: int) -> list[tuple[slice, int]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dartlib.data.files import atomic_path
+from dartlib.data.files import CacheDiscardedWarning, DamagedFileError, atomic_path, load_npz
 from dartlib.paths import cache_root
 from dartlib.registry import Registry
 
@@ -234,8 +234,11 @@ def test_order(labels: np.ndarray, *, shift: str, shift_param: float | None, see
 def cached(protocol: str, labels: np.ndarray, *, cache_dir: Path | None = None, **params) -> np.ndarray:
     """``PROTOCOLS[protocol](labels, **params)``, stored under ``<data root>/cache/protocols/``.
 
-    The file name hashes the protocol, its parameters and the labels, so a changed input
-    never reads a stale file.
+    The file name hashes the protocol, its parameters and the labels, so a changed input never reads
+    a stale file; the file holds that key and the sha256 of the indices, checked when read. A file
+    that fails (unreadable, another key, indices that are not its digest's or not indices of
+    ``labels``) is discarded with a :class:`~dartlib.data.files.CacheDiscardedWarning` naming it and
+    the indices computed again (they are cheap: the file only saves the draw).
     """
     fn = PROTOCOLS[protocol]
     labels = np.asarray(labels)
@@ -244,11 +247,37 @@ def cached(protocol: str, labels: np.ndarray, *, cache_dir: Path | None = None, 
         + labels.astype("<i8").tobytes()
     ).hexdigest()[:16]
     folder = cache_dir or cache_root() / "protocols"
-    path = folder / f"{protocol}-{key}.npy"
+    path = folder / f"{protocol}-{key}.npz"
     if path.is_file():
-        return np.load(path)
+        indices, problem = _read_indices(path, key=key, size=len(labels))
+        if not problem:
+            return indices
+        import warnings
+
+        path.unlink(missing_ok=True)
+        warnings.warn(f"{path}: {problem}; discarded, the indices are drawn again (nothing to do)",
+                      CacheDiscardedWarning, stacklevel=2)
     indices = fn(labels, **params)
     folder.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        np.save(tmp, indices)
+        np.savez(tmp, indices=indices, key=np.array(key), sha256=np.array(_indices_digest(indices)))
     return indices
+
+
+def _indices_digest(indices: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(indices, dtype="<i8").tobytes()).hexdigest()
+
+
+def _read_indices(path: Path, *, key: str, size: int) -> tuple[np.ndarray | None, str]:
+    """The indices :func:`cached` stored at ``path`` and "", or None and what is wrong with the file."""
+    try:
+        indices, stored_key, digest = load_npz(path, ("indices", "key", "sha256"))
+    except DamagedFileError as err:
+        return None, f"is unreadable ({err.problem})"
+    if str(stored_key) != key:
+        return None, f"was stored under the key {str(stored_key)[:16]}, not {key}"
+    if indices.ndim != 1 or indices.dtype.kind not in "iu" or _indices_digest(indices) != str(digest):
+        return None, "holds indices that do not match the sha256 stored with them"
+    if len(indices) and (indices.min() < 0 or indices.max() >= size):
+        return None, f"holds indices outside the {size} labels"
+    return indices, ""

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dartlib.data.files import CacheDiscardedWarning, DamagedFileError, atomic_path, load_npy, load_npz, read_json, write_text_atomic
+from dartlib.data.files import (CacheDiscardedWarning, DamagedFileError, atomic_path, load_npy, load_npz, read_json,
+                                 set_aside, sha256_once, write_text_atomic)
 from dartlib.paths import cache_root, data_root
 from dartlib.registry import Registry
 
@@ -421,6 +422,14 @@ def load_corrupted(name: str, *, corruption: str, severity: int = 5, split: str 
     if not data_file.is_file() or not labels_file.is_file():
         raise DataMissingError(name, data_file, _CORRUPTED_REMEDY[name])
     remedy = f"delete it and obtain it again: {_CORRUPTED_REMEDY[name]}"
+    for path in (data_file, labels_file):
+        problem = generated_file_problem(path)
+        if problem:
+            aside = set_aside(path)
+            _record_path(path).unlink(missing_ok=True)
+            raise DamagedFileError(path, f"{problem}; set aside as {aside.name}",
+                                   f"obtain it again (a generated set's missing file is generated again by the same "
+                                   f"command): {_CORRUPTED_REMEDY[name]}")
     data = load_npy(data_file, mmap_mode="r", remedy=remedy)
     labels = load_npy(labels_file, mmap_mode="r", remedy=remedy)
     rows = _severity_rows(folder, data.shape[0])
@@ -434,6 +443,22 @@ def load_corrupted(name: str, *, corruption: str, severity: int = 5, split: str 
     classes = _class_names_for(name, folder)
     return Dataset(name, split, np.array(data[sl], dtype=np.uint8), np.array(labels[sl], dtype=np.int64), classes,
                    {"corruption": corruption, "severity": severity, "source": str(folder)})
+
+
+def generated_file_problem(path: Path) -> str:
+    """What is wrong with a file of a generated corrupted set (:mod:`dartlib.data.prepare`), or "":
+    its bytes against the sha256 recorded beside it when it was written (``<file>.sha256``), hashed
+    once per process (:func:`dartlib.data.files.sha256_once`). A file without a record (the official
+    CIFAR-C files, checked by md5 as an archive when downloaded; a set generated before records were
+    kept) is not checked."""
+    record = _record_path(path)
+    if not record.is_file():
+        return ""
+    recorded = record.read_text().strip()
+    if sha256_once(path) != recorded:
+        return (f"its sha256 differs from the one {record.name} recorded when it was generated (altered or damaged "
+                "since)")
+    return ""
 
 
 def severities_remedy(name: str, folder: Path, severities: list[int]) -> str:

@@ -600,15 +600,23 @@ def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, pa
             counts["already"] += 1
         else:
             todo.append(cell)
-    bar = tqdm(todo, desc=f"{experiment} outcomes", unit="cell", **({} if progress else {"disable": True}))
-    with CellClaims(path) as claims:  # as run_grid: two processes never compute one cell twice
-        for cell in bar:
-            claims.claim(cell.key, wait=True, label=cell.label())
-            try:
-                _fill_one(cell, evaluate, path=path, experiment=experiment, digests=digests, counts=counts,
-                          borrowers=borrowers, bar=bar)
-            finally:
-                claims.release(cell.key)
+    bar = tqdm(total=len(todo), desc=f"{experiment} outcomes", unit="cell", **({} if progress else {"disable": True}))
+    # as run_grid: a cell another process holds is skipped and waited for once this one is through its
+    # list, so processes started together share the cells instead of queueing behind one another
+    with CellClaims(path) as claims:
+        held = []
+        for wait, queue in ((False, todo), (True, held)):
+            for cell in queue:
+                if not claims.claim(cell.key, wait=wait, label=cell.label()):
+                    held.append(cell)
+                    continue
+                try:
+                    _fill_one(cell, evaluate, path=path, experiment=experiment, digests=digests, counts=counts,
+                              borrowers=borrowers, bar=bar)
+                finally:
+                    claims.release(cell.key)
+                bar.update()
+    bar.close()
     return counts
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from dartlib.data.files import DamagedFileError, write_text_atomic
+from dartlib.data.files import DamagedFileError, file_stamp, sha256_once, write_text_atomic
 from dartlib.provenance import sha256_file
 from dartlib.paths import REPO_ROOT
 
@@ -198,17 +198,45 @@ def verify_manifest(directory: Path = COMMITTED_DIR) -> list[ManifestProblem]:
     return problems
 
 
+# The manifests a process has read, keyed by their identity and change stamps
+# (:func:`dartlib.data.files.file_stamp`).
+_MANIFESTS_SEEN: dict[tuple, dict[str, dict]] = {}
+
+
+def _listed(manifest: Path) -> dict[str, dict]:
+    """{file: entry} of ``manifest`` (:func:`read_manifest`), read once per process while it is unchanged."""
+    stamp = file_stamp(manifest)
+    if stamp not in _MANIFESTS_SEEN:
+        _MANIFESTS_SEEN[stamp] = {e["file"]: e for e in read_manifest(manifest)["files"]}
+    return _MANIFESTS_SEEN[stamp]
+
+
+def manifest_entry(path: Path) -> tuple[Path, dict] | None:
+    """The ``MANIFEST.json`` that lists the trained file ``path`` and its entry there: the manifest
+    beside it, or for a file in one of :data:`COMMITTED_FOLDERS`, the one in the folder above (which
+    names it ``<folder>/<file>``); None when no manifest lists it."""
+    path = Path(path)
+    places = [(path.parent / MANIFEST.name, path.name)]
+    if path.parent.name in COMMITTED_FOLDERS:
+        places.append((path.parent.parent / MANIFEST.name, f"{path.parent.name}/{path.name}"))
+    for manifest, name in places:
+        if manifest.is_file():
+            entry = _listed(manifest).get(name)
+            if entry is not None:
+                return manifest, entry
+    return None
+
+
 def manifest_problem(path: Path) -> str | None:
-    """What is wrong with a trained file for the ``MANIFEST.json`` beside it, if that lists it: its
-    sha256 differs from the one recorded (another file copied over it, or an edit); None when the
-    folder has no manifest, the manifest does not list the file, or the bytes agree."""
-    manifest = path.parent / MANIFEST.name
-    if not manifest.is_file():
+    """What is wrong with a trained file for the ``MANIFEST.json`` that lists it
+    (:func:`manifest_entry`): its sha256 differs from the one recorded (another file copied over it,
+    or an edit); None when no manifest lists the file, or the bytes agree. The file is hashed once
+    per process (:func:`dartlib.data.files.sha256_once`)."""
+    found = manifest_entry(path)
+    if found is None or sha256_once(Path(path)) == found[1]["sha256"]:
         return None
-    entry = next((e for e in read_manifest(manifest)["files"] if e["file"] == path.name), None)
-    if entry is None or sha256_of(path) == entry["sha256"]:
-        return None
-    return f"its sha256 differs from the one {manifest.name} records for it (another file under its name, or an edit)"
+    return f"its sha256 differs from the one {found[0].name} records for it (another file under its name, or an edit)"
+
 
 def refused(path: Path, problem: str, *, anew: str, listed: bool = False) -> DamagedFileError:
     """Set the trained file ``path`` aside (:func:`dartlib.data.files.set_aside`) and return the

@@ -175,16 +175,43 @@ def check_state_shapes(path: Path, meta: dict, wanted: dict, saved: object) -> N
 
 
 def load_checkpoint(path: Path | str, *, device: str = "cpu", expect: dict | None = None) -> tuple[nn.Module, dict]:
-    """A trained source model (eval mode) and its metadata. The metadata (architecture, number of
-    classes, the file's name, ``expect``: :func:`check_source_meta`) and every weight's shape
-    (:func:`check_state_shapes`) are checked before any weight is used."""
+    """A trained source model (eval mode) and its metadata. Before any weight is used, the file is
+    checked against itself and its name (metadata naming a known architecture and number of classes
+    that derive to the file's name: :func:`check_source_meta`; every weight's shape:
+    :func:`check_state_shapes`), against ``MANIFEST.json`` where that lists it (the sha256 recorded
+    there: :func:`dartlib.models.artefacts.manifest_problem`, hashed once per process), and against
+    ``expect``. A file that fails the first two checks is not what its name says: it is set aside
+    (:func:`dartlib.data.files.set_aside`) and never used, and the error names it (issue 62); one
+    that is only not what the caller asks for (``expect``) is left in place."""
+    from dartlib.models.artefacts import manifest_problem, refused
+
     path = Path(path)
     blob = load_weights(path, map_location=device, required=("model", "meta"))
     meta = blob["meta"]
+    try:
+        check_source_meta(path, meta)
+        # An "-imagenet" suffix names the initialisation of a fine-tuned model, not its architecture;
+        # the saved weights replace it, so loading needs no pretrained download.
+        model = build(meta["arch"].removesuffix("-imagenet"), num_classes=meta["num_classes"]).to(device)
+        check_state_shapes(path, meta, model.state_dict(), blob["model"])
+    except DamagedFileError as err:
+        raise _set_aside(err) from None
+    listed = manifest_problem(path)
+    if listed is not None:
+        raise refused(path, listed, anew="", listed=True)
     check_source_meta(path, meta, expect=expect)
-    # An "-imagenet" suffix names the initialisation of a fine-tuned model, not its architecture;
-    # the saved weights replace it, so loading needs no pretrained download.
-    model = build(meta["arch"].removesuffix("-imagenet"), num_classes=meta["num_classes"]).to(device)
-    check_state_shapes(path, meta, model.state_dict(), blob["model"])
     model.load_state_dict(blob["model"])
     return model.eval(), meta
+
+
+def _set_aside(err: DamagedFileError) -> DamagedFileError:
+    """``err`` (a source checkpoint that is not what its name says) with its file set aside, of the
+    same type and remedy: git restores a committed file; any other is trained again by the command
+    that made it (a profile's source model) or saved again (:func:`save_source`)."""
+    from dartlib.data.files import set_aside
+
+    aside = set_aside(err.path)
+    remedy = err.remedy if err.remedy != REGENERATE else (
+        "run the same command again: a profile's source model is trained anew (a model saved with save_source: "
+        "save it again)")
+    return type(err)(err.path, f"{err.problem}; set aside as {aside.name}", remedy)

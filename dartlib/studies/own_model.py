@@ -39,7 +39,7 @@ from dartlib.data import load
 from dartlib.data.sources import Dataset
 from dartlib.data.augmentation import to_tensor
 from dartlib.data.protocols import TEST_BATCH_SIZE, long_tailed
-from dartlib.models.artefacts import COMMITTED_DIR as _CHECKPOINTS
+from dartlib.models.artefacts import COMMITTED_DIR as _CHECKPOINTS, manifest_problem, refused
 from dartlib.models.checkpoints import load_or_train
 from dartlib.paths import data_root
 from dartlib.provenance import cpu_model_name
@@ -157,8 +157,31 @@ def load_or_train_briefly(images: np.ndarray, labels: np.ndarray, *, num_classes
 
     blob = load_or_train(path, train=train, required=("state", "meta"))
     model = build(images, num_classes=num_classes, seed=seed)
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in blob["state"].items()})
+    asked = {"arch": arch, "num_classes": num_classes, "seed": seed, "epochs": epochs, "batch_size": batch_size,
+             "lr": lr, "train_images": int(len(labels))}
+    problem = _not_as_named(blob["meta"], asked=asked, digest=data_digest(images, labels))
+    if problem is None:
+        try:
+            model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in blob["state"].items()})
+        except (RuntimeError, AttributeError) as err:  # weights of another network
+            problem = f"its weights are not those of this {arch} ({str(err).strip().splitlines()[0][:160]})"
+    if problem is not None:
+        raise refused(path, problem, anew="run the same command again: it trains the model anew")
+    listed = manifest_problem(path)
+    if listed is not None:
+        raise refused(path, listed, anew="", listed=True)
     return model.to(device), {**blob["meta"], "path": path, "reused": existed}
+
+
+def _not_as_named(meta: object, *, asked: dict, digest: str) -> str | None:
+    """Why a stored model's metadata says it is not the one its name (:func:`training_key` of
+    ``asked`` and the images whose :func:`data_digest` is ``digest``) promises, or None."""
+    if not isinstance(meta, dict):
+        return f"its metadata is {type(meta).__name__}, not a mapping"
+    differ = [f"{k} {meta.get(k)!r} where the name asks for {v!r}" for k, v in asked.items() if meta.get(k) != v]
+    if meta.get("train_digest") != digest:
+        differ.append("it was trained on other images")
+    return f"it holds another model: {', '.join(differ)}" if differ else None
 
 
 def refiner_cache(*, model: nn.Module, data: tuple[np.ndarray, np.ndarray], num_classes: int,

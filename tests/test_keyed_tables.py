@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
+import hashlib
 
-from dartlib.experiments.keyed_tables import inputs_digest, is_current, keyed_table, stamp_path
+import pandas as pd
+import pytest
+
+from dartlib.experiments.keyed_tables import AlteredTableWarning, inputs_digest, is_current, keyed_table, stamp_path
 
 
 def test_a_table_is_computed_once_per_inputs_and_again_when_they_change(tmp_path):
@@ -18,7 +21,7 @@ def test_a_table_is_computed_once_per_inputs_and_again_when_they_change(tmp_path
     again = keyed_table(path, inputs=inputs_digest("rev1", 0.1), compute=compute)
     assert len(calls) == 1 and first.equals(again)
     assert first.value.tolist() == [0.333333, 2.0]  # what is returned is what is stored
-    assert stamp_path(path).read_text().strip() == inputs_digest("rev1", 0.1)
+    assert stamp_path(path).read_text().splitlines()[0] == inputs_digest("rev1", 0.1)
     keyed_table(path, inputs=inputs_digest("rev1", 0.2), compute=compute)  # a changed setting
     assert len(calls) == 2 and is_current(path, inputs=inputs_digest("rev1", 0.2))
 
@@ -30,3 +33,24 @@ def test_a_table_without_its_stamp_is_not_current(tmp_path):
     stamp_path(path).write_text("abc\n")
     assert is_current(path, inputs="abc") and not is_current(path, inputs="abd")
     assert inputs_digest(1, 2) != inputs_digest(12) and inputs_digest(1, 2) != inputs_digest(2, 1)
+
+
+def test_a_table_altered_after_it_was_computed_is_computed_again(tmp_path):
+    """The stamp records the table's sha256: an edited number is not current (a warning names the
+    file) and is replaced by the computed table; a one-line stamp of an older table is read on its
+    inputs alone."""
+    path, calls = tmp_path / "shapes.csv", []
+
+    def compute() -> pd.DataFrame:
+        calls.append(1)
+        return pd.DataFrame({"variant": ["a"], "value": [0.5]})
+
+    keyed_table(path, inputs="k1", compute=compute)
+    assert stamp_path(path).read_text().splitlines()[1] == f"sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}"
+    path.write_text(path.read_text().replace("0.5", "0.9"))  # a hand-edited result
+    with pytest.warns(AlteredTableWarning, match="shapes.csv: altered after it was computed"):
+        table = keyed_table(path, inputs="k1", compute=compute)
+    assert len(calls) == 2 and table.value.tolist() == [0.5]
+    stamp_path(path).write_text("k1\n")  # the stamp of a table computed before tables carried their digest
+    path.write_text(path.read_text().replace("0.5", "0.7"))
+    assert is_current(path, inputs="k1")

@@ -6,11 +6,17 @@ table was computed from (its settings, the trained inputs and test streams it re
 its code). :func:`keyed_table` computes the table only where that line is absent or differs from
 the digest of the current inputs, so that a notebook run again over a current table recomputes
 nothing, and a changed setting recomputes it. Both files are written atomically, the table first.
+
+The stamp's second line, ``sha256 <hex>``, is the digest of the table's bytes as written: a table
+altered after it was computed (an edited number) is not current, and is recomputed with an
+:class:`AlteredTableWarning`. A stamp of one line (written before tables carried their digest) is
+read as before, on its inputs alone, until the table is next computed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -48,10 +54,29 @@ def stamp_path(path: Path) -> Path:
     return Path(path).with_suffix(".inputs")
 
 
+class AlteredTableWarning(UserWarning):
+    """A keyed table whose bytes are not those its stamp recorded: it is computed again."""
+
+
+def _table_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def is_current(path: Path, *, inputs: str) -> bool:
-    """Whether ``path`` exists and was computed from ``inputs``."""
-    stamp = stamp_path(path)
-    return Path(path).is_file() and stamp.is_file() and stamp.read_text().strip() == inputs
+    """Whether ``path`` exists, was computed from ``inputs`` and is as it was written (where its
+    stamp records the table's digest)."""
+    path, stamp = Path(path), stamp_path(path)
+    if not (path.is_file() and stamp.is_file()):
+        return False
+    lines = stamp.read_text().split("\n")
+    if lines[0].strip() != inputs:
+        return False
+    recorded = lines[1].strip() if len(lines) > 1 else ""
+    if recorded and recorded != f"sha256 {_table_digest(path)}":
+        warnings.warn(f"{path}: altered after it was computed (its sha256 is not the one {stamp.name} records); "
+                      "it is computed again", AlteredTableWarning, stacklevel=2)
+        return False
+    return True
 
 
 def keyed_table(path: Path, *, inputs: str, compute: Callable[[], pd.DataFrame],
@@ -63,5 +88,5 @@ def keyed_table(path: Path, *, inputs: str, compute: Callable[[], pd.DataFrame],
         table = compute()
         with atomic_path(path) as tmp:
             table.to_csv(tmp, index=False, float_format=float_format)
-        write_text_atomic(stamp_path(path), inputs + "\n")
+        write_text_atomic(stamp_path(path), f"{inputs}\nsha256 {_table_digest(path)}\n")
     return pd.read_csv(path)

@@ -70,7 +70,7 @@ def test_corrupted_heldout_keeps_labels_and_changes_images():
 
 
 def test_validation_file_names_keep_the_default_length_and_separate_others():
-    from dartlib.cli import VALIDATION_EPOCHS, validation_filename
+    from dartlib.cli.alpha import VALIDATION_EPOCHS, validation_filename
 
     assert validation_filename(corrupted=False, epochs=VALIDATION_EPOCHS) == "alpha_validation.csv"
     assert validation_filename(corrupted=True, epochs=VALIDATION_EPOCHS) == "alpha_validation_corrupted.csv"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dartlib import cli
+from dartlib.cli import common
 from dartlib.environment import VARIABLES, check_environment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,7 +115,7 @@ def test_a_bad_variable_is_refused_by_every_entry_point_before_anything_runs(tmp
                 for inner in [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]:
                     for leaf in inner.choices.values():
                         leaf.set_defaults(func=lambda args, c=command: ran.append(c) or 0)
-        assert cli.main(argv) == cli.EXIT_USAGE, command
+        assert cli.main(argv) == common.EXIT_USAGE, command
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"error: {name}={value!r}: ") and words in err, (command, err)
         assert f"unset {name}" in err
@@ -131,29 +132,29 @@ def test_an_unknown_option_is_one_line_for_every_entry_point(capsys):
     for command, argv in ENTRY_POINTS.items():
         with pytest.raises(SystemExit) as stop:
             cli.main(argv + ["--no-such-option"])
-        assert stop.value.code == cli.EXIT_USAGE, command
+        assert stop.value.code == common.EXIT_USAGE, command
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "unrecognized argument" in err, (command, err)
 
 
 @pytest.mark.parametrize("error,code,words", [
-    (RuntimeError("size mismatch for conv.weight: copying a param with shape [8] from [4]"), cli.EXIT_FAILED,
+    (RuntimeError("size mismatch for conv.weight: copying a param with shape [8] from [4]"), common.EXIT_FAILED,
      "RuntimeError: size mismatch for conv.weight"),
-    (json.JSONDecodeError("Expecting value", "{", 1), cli.EXIT_DAMAGED, "a damaged JSON file"),
-    (lzma.LZMAError("Corrupt input data"), cli.EXIT_DAMAGED, "a damaged lzma file"),
-    (PermissionError(13, "Permission denied", "/some/file"), cli.EXIT_NOT_WRITABLE, "/some/file"),
-    (FileNotFoundError(2, "No such file or directory", "/no/file"), cli.EXIT_MISSING, "/no/file: No such file"),
+    (json.JSONDecodeError("Expecting value", "{", 1), common.EXIT_DAMAGED, "a damaged JSON file"),
+    (lzma.LZMAError("Corrupt input data"), common.EXIT_DAMAGED, "a damaged lzma file"),
+    (PermissionError(13, "Permission denied", "/some/file"), common.EXIT_NOT_WRITABLE, "/some/file"),
+    (FileNotFoundError(2, "No such file or directory", "/no/file"), common.EXIT_MISSING, "/no/file: No such file"),
 ])
 def test_an_error_no_command_explains_is_still_one_line(monkeypatch, capsys, error, code, words):
     def fails(args):
         raise error
 
-    monkeypatch.setattr(cli, "_cmd_profiles", fails)
+    monkeypatch.setattr(cli.run, "_cmd_profiles", fails)
     monkeypatch.delenv("DART_TRACEBACK", raising=False)
     assert cli.main(["profiles"]) == code
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and words in err, err
-    if code == cli.EXIT_FAILED:
+    if code == common.EXIT_FAILED:
         assert "(at test_cli_errors.py" not in err and "DART_TRACEBACK=1" in err
         monkeypatch.setenv("DART_TRACEBACK", "1")  # the full traceback, on request
         with pytest.raises(RuntimeError):

@@ -399,14 +399,14 @@ def test_cli_rejects_bad_arguments_in_one_line(argv, message, capsys):
 
 
 @pytest.mark.parametrize("command, argv", [
-    ("_cmd_grid", ["grid", "table1", "--profile", "smoke", "--shard", "0/2"]),
-    ("_cmd_run", ["run", "--profile", "smoke", "06"]),
+    ("dartlib.cli.grid._cmd_grid", ["grid", "table1", "--profile", "smoke", "--shard", "0/2"]),
+    ("dartlib.cli.run._cmd_run", ["run", "--profile", "smoke", "06"]),
 ])
 def test_ctrl_c_prints_the_resume_command(command, argv, monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, command, interrupted)
+    monkeypatch.setattr(command, interrupted)
     assert cli.main(argv) == 130
     err = capsys.readouterr().err.strip()
     assert err == f"interrupted; resume with: python -m dartlib {' '.join(argv)}"

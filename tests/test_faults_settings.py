@@ -160,9 +160,10 @@ def test_schema_follows_the_notebooks_parameters_cells(tmp_path):
     (["validate-alpha", "--heldout", "0"], "argument --heldout: expected a positive integer, got 0"),
 ])
 def test_cli_options_checked_before_anything_runs(argv, message, monkeypatch, capsys):
-    for name in ("_cmd_run", "_cmd_train", "_cmd_data_prepare", "_cmd_bench_corruptions", "_cmd_grid",
-                 "_cmd_validate_alpha"):
-        monkeypatch.setattr(cli, name, lambda args: pytest.fail("the command ran"))
+    for module, name in ((cli.run, "_cmd_run"), (cli.train, "_cmd_train"), (cli.data, "_cmd_data_prepare"),
+                         (cli.bench, "_cmd_bench_corruptions"), (cli.grid, "_cmd_grid"),
+                         (cli.alpha, "_cmd_validate_alpha")):
+        monkeypatch.setattr(module, name, lambda args: pytest.fail("the command ran"))
     with pytest.raises(SystemExit) as exit_:
         cli.main(argv)
     err = capsys.readouterr().err

@@ -44,8 +44,10 @@ def test_a_planted_long_or_wide_function_is_found(tmp_path):
 
 
 # packages whose __init__ imports on purpose: dartlib (the version), data (its facade: ``from
-# dartlib.data import load``), tta (it defines the METHODS registry from its modules' classes)
-IMPORTING_PACKAGES = {"dartlib/__init__.py", "dartlib/data/__init__.py", "dartlib/tta/__init__.py"}
+# dartlib.data import load``), tta (it defines the METHODS registry from its modules' classes), cli
+# (it builds the parser of ``python -m dartlib`` from its command modules' parsers)
+IMPORTING_PACKAGES = {"dartlib/__init__.py", "dartlib/data/__init__.py", "dartlib/tta/__init__.py",
+                      "dartlib/cli/__init__.py"}
 
 
 def test_no_module_forwards_names_it_does_not_define():

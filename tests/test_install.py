@@ -138,7 +138,8 @@ def test_the_wheel_installs_alone_and_writes_nothing_beside_itself(tmp_path):
 
 
 def test_an_installed_copy_refuses_the_checkout_commands_in_one_line(installed_layout, capsys):
-    from dartlib.cli import EXIT_MISSING, main
+    from dartlib.cli import main
+    from dartlib.cli.common import EXIT_MISSING
 
     assert main(["profiles"]) == EXIT_MISSING
     err = capsys.readouterr().err.strip()

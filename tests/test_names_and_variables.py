@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from dartlib import cli
+from dartlib.cli.common import EXIT_USAGE
 from dartlib.paths import REPO_ROOT
 from dartlib.profiles import ProfileError, load_profile, load_yaml
 from dartlib.registry import UnknownNameError
@@ -30,7 +31,7 @@ def test_a_path_like_profile_name_is_refused_with_the_valid_names(capsys, tmp_pa
     name = os.path.relpath(outside / "x", REPO_ROOT / "notebooks" / "profiles")  # ../../../tmp/.../evil/x
     with pytest.raises(UnknownNameError, match="valid names: smoke, cpu"):
         load_profile(name)
-    assert cli.main(["grid", "table1", "--profile", name, "--status"]) == cli.EXIT_USAGE
+    assert cli.main(["grid", "table1", "--profile", name, "--status"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and "smoke" in err and "cpu" in err
     assert sorted(p.name for p in outside.iterdir()) == ["x.yaml"]  # no results folder made beside it
@@ -114,7 +115,7 @@ def test_an_overridden_run_into_the_committed_results_is_refused(monkeypatch, ca
 
     monkeypatch.setattr(dartlib.runner, "run_profile", lambda **kw: pytest.fail("an overridden run started"))
     monkeypatch.chdir(REPO_ROOT)
-    assert cli.main(["run", "--profile", "cpu", "--set", "seed=1", "--output", "."]) == cli.EXIT_USAGE
+    assert cli.main(["run", "--profile", "cpu", "--set", "seed=1", "--output", "."]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "would land in the committed" in err
 

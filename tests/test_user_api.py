@@ -70,7 +70,8 @@ def test_a_name_a_method_holds_is_refused_and_a_redefinition_replaces_itself():
 def test_an_optional_command_without_its_extra_names_the_line_that_installs_it(monkeypatch, capsys):
     import sys
 
-    from dartlib.cli import EXIT_MISSING, main
+    from dartlib.cli import main
+    from dartlib.cli.common import EXIT_MISSING
 
     monkeypatch.setitem(sys.modules, "nbformat", None)  # import nbformat now raises ModuleNotFoundError
     monkeypatch.delitem(sys.modules, "dartlib.runner", raising=False)

@@ -70,7 +70,7 @@ def test_corrupted_heldout_keeps_labels_and_changes_images():
 
 
 def test_validation_file_names_keep_the_default_length_and_separate_others():
-    from dartlib.cli import VALIDATION_EPOCHS, validation_filename
+    from dartlib.cli.alpha import VALIDATION_EPOCHS, validation_filename
 
     assert validation_filename(corrupted=False, epochs=VALIDATION_EPOCHS) == "alpha_validation.csv"
     assert validation_filename(corrupted=True, epochs=VALIDATION_EPOCHS) == "alpha_validation_corrupted.csv"
@@ -234,3 +234,28 @@ def test_the_choose_alpha_command_takes_a_model_file_weights_and_an_npz(tmp_path
     with pytest.raises(SystemExit, match="has arrays .*'x'.* it needs 'images' and 'labels'"):
         np.savez(tmp_path / "bad.npz", x=images)
         main([*args[:5], "--data", str(tmp_path / "bad.npz")])
+
+
+def test_a_model_or_data_that_cannot_be_read_says_which_option_and_what_to_give(tmp_path):
+    import torch
+    from torch import nn
+
+    from dartlib.data.labelled import LabelledDataError, load_labelled
+    from dartlib.models.user_model import ModelSpecError, load_model
+
+    (tmp_path / "nets.py").write_text("from torch import nn\n\nnet = nn.Linear(4, 2)\nsize = 3\n")
+    model = load_model(f"{tmp_path / 'nets.py'}:net")
+    assert isinstance(model, nn.Linear) and not model.training
+    torch.save(nn.Linear(5, 2).state_dict(), tmp_path / "other.pt")
+    for spec, weights, words in [
+        (f"{tmp_path / 'nets.py'}:Net", None, "nets.py has no 'Net'"),
+        (f"{tmp_path / 'nets.py'}:size", None, "gives a int, not a torch.nn.Module"),
+        (f"{tmp_path / 'none.py'}:net", None, "no such file"),
+        (str(tmp_path / "saved.pt"), None, "saved.pt: no such file"),
+        ("nets", None, "give FILE.py:NAME or package.module:NAME"),
+        (f"{tmp_path / 'nets.py'}:net", str(tmp_path / "other.pt"), "other.pt does not fit --model"),
+    ]:
+        with pytest.raises(ModelSpecError, match=words):
+            load_model(spec, weights=weights)
+    with pytest.raises(LabelledDataError, match="--data .*missing.npz: no such file"):
+        load_labelled(str(tmp_path / "missing.npz"))

@@ -164,6 +164,42 @@ def validate_alpha(
     return frame, choose_alpha(frame, paper_alpha=config.alpha, max_loss=search.max_loss)
 
 
+@dataclass(frozen=True)
+class ProfileValidation:
+    """What :func:`validate_profile_alpha` found: the table, the chosen alpha, the g_phi
+    configuration the candidates varied and the source model's metadata."""
+
+    frame: pd.DataFrame
+    chosen: float
+    config: DartConfig
+    meta: dict
+
+
+def validate_profile_alpha(*, params: dict, paper_alpha: float, search: AlphaSearch, epochs: int, path: Path,
+                           holdout_corruptions: Sequence[str] = ()) -> ProfileValidation:
+    """:func:`validate_alpha` for a profile's backbone (``params``, its checked values): its source
+    model trained (or found), g_phi of ``epochs`` epochs at the profile's settings with the paper's
+    alpha as the one kept (the rule keeps the paper's alpha unless it costs too much, not the
+    profile's current one), the held-out images at the profile's severity; the table is written to
+    ``path``."""
+    from dartlib.data.files import atomic_path
+    from dartlib.data.sources import load
+    from dartlib.experiments.settings import dart_config
+    from dartlib.models.checkpoints import load_checkpoint
+    from dartlib.models.training import train_source
+
+    checkpoint = train_source(dataset=params["source_dataset"], arch=params["source_arch"],
+                              recipe=params["source_recipe"], seed=params["seed"], progress=False)
+    model, meta = load_checkpoint(checkpoint)
+    config = dart_config(params, alpha=paper_alpha, epochs=epochs)
+    frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(params["source_dataset"], split="train"),
+                                   config=config, search=search, holdout_corruptions=holdout_corruptions,
+                                   severity=params["severity"])
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.4f")
+    return ProfileValidation(frame=frame, chosen=chosen, config=config, meta=meta)
+
+
 # How many SEs apart two numbers must be before the advice treats them as different.
 SEPARATION = 2.0
 

@@ -58,3 +58,9 @@ GRIDS: Registry[GridSpec] = Registry("grid", {
                                             all_corruptions.sensitivity_cells, all_corruptions.SENSITIVITY_SHARED_RESULTS,
                                             all_corruptions.sensitivity_context_of),
 })
+
+
+def borrowers_of(experiment: str) -> list[str]:
+    """The grids that borrow rows of ``experiment``'s results file (their ``shared_results`` name it):
+    a row recomputed there is recomputed in their files too."""
+    return [name for name in GRIDS if f"{experiment}.csv" in GRIDS[name].shared_results]

@@ -129,9 +129,9 @@ def test_grid_status_counts_current_stale_and_missing_cells_without_running(tmp_
              inputs=lambda c: "g1")
     # DART's inputs changed since (a retrained g_phi): its two stored cells are stale
     status = grid_status(cells, path=path, inputs=lambda c: "g2" if c.refiner == "dart" else "g1")
-    assert status.loc[("bnadapt", "none")].tolist() == [6, 0, 0, 0, 6]
-    assert status.loc[("bnadapt", "dart")].tolist() == [0, 2, 0, 4, 6]
-    assert list(status.columns) == ["current", "stale", "suspect", "missing", "cells"]
+    assert status.loc[("bnadapt", "none")].tolist() == [6, 0, 0, 0, 6, 0]
+    assert status.loc[("bnadapt", "dart")].tolist() == [0, 2, 0, 4, 6, 0]
+    assert list(status.columns) == ["current", "stale", "suspect", "missing", "cells", "borrowable"]
     assert len(read_results(path)) == 8  # nothing ran
 
 
@@ -202,6 +202,7 @@ def test_a_row_is_borrowed_under_another_refiner_name_only_with_the_same_trained
 
     import numpy as np
 
+    from dartlib.experiments.grid import grid_status
     from dartlib.experiments.outcomes import CellOutcomes, read_sidecar
 
     other, path = tmp_path / "paper_config.csv", tmp_path / "table1.csv"
@@ -221,6 +222,9 @@ def test_a_row_is_borrowed_under_another_refiner_name_only_with_the_same_trained
                     progress=False, inputs=lambda c: digest[c.shift_param], reuse=[other])
     assert calls == [100.0]
     assert set(done.refiner) == {"dart"} and set(done.key) == {c.key for c in profile}
+    fresh = tmp_path / "fresh.csv"  # --status says what a run would borrow, and writes nothing
+    status = grid_status(profile, path=fresh, inputs=lambda c: digest[c.shift_param], reuse=[other])
+    assert status.loc[("bnadapt", "dart")].tolist() == [0, 0, 0, 2, 2, 1] and not fresh.exists()
     side = read_sidecar(path)
     assert set(side.key) == {c.key for c in profile} and len(side) == 2
     assert run_grid(profile, lambda c: pytest.fail("recomputed"), path=path, experiment="table1", progress=False,

@@ -68,7 +68,8 @@ def test_a_job_prepares_once_and_counts_current_stale_and_missing_cells(tmp_path
                       cells=[*cells, *extra], path=path, trained_only=True, command="python -m dartlib grid table1")
     table = job.status()
     assert prepared == [True] and made == [context]  # one context, made once, for every cell
-    assert table.loc[("tent", "none")].to_dict() == {"current": 1, "stale": 1, "suspect": 0, "missing": 1, "cells": 3}
+    assert table.loc[("tent", "none")].to_dict() == {"current": 1, "stale": 1, "suspect": 0, "missing": 1, "cells": 3,
+                                                    "borrowable": 0}
     assert sorted(context.asked) == sorted(c.key for c in [*cells, *extra])
 
 

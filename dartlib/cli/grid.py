@@ -62,13 +62,16 @@ def _cmd_grid(args: argparse.Namespace) -> int:
               f"replaced (recomputed, different), {counts['already']} had them, {counts['skipped']} not current "
               f"(run the grid to compute them)")
         return 0
+    reuse = [results_dir(args.profile) / name for name in spec.shared_results]
     if args.status:
-        table = job.status()
+        table = job.status(reuse=reuse)
         print(table.to_string())
+        borrowed = int(table.borrowable.sum())
         print(f"current {table.current.sum()} of {table.cells.sum()} cells; to compute: {table.stale.sum()} stale, "
-              f"{table.suspect.sum()} suspect, {table.missing.sum()} missing")
+              f"{table.suspect.sum()} suspect, {table.missing.sum()} missing"
+              + (f" ({borrowed} of them borrowed from {', '.join(p.name for p in reuse)}, not computed)" if borrowed else ""))
         return 0
-    job.run(reuse=[results_dir(args.profile) / name for name in spec.shared_results])
+    job.run(reuse=reuse)
     return 0
 
 

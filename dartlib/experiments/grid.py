@@ -304,53 +304,79 @@ def _stored_cell(row: Mapping[str, object]) -> Cell:
                 refiner=str(row["refiner"]), params=str(row["params"]), seed=int(row["seed"]))
 
 
-def _borrow(todo: list[Cell], digests: dict[str, str], reuse: Sequence[Path], *, path: Path,
-            experiment: str) -> list[Cell]:
-    """Copy into ``path`` the rows of ``reuse`` that match a cell of ``todo`` by a known, equal
-    digest and by key, or by every field but the refiner's name: the digest covers the refiner's
-    weights and settings (:meth:`dartlib.experiments.engine.TestTimeContext.inputs`), so a row of
-    ``alpha0.1-epochs50`` is the row of a profile's ``dart`` when both name the same trained g_phi.
-    Such a row is stored under the cell's own name and key. Returns the cells still to compute."""
+def borrowable(todo: Sequence[Cell], digests: Mapping[str, str], reuse: Sequence[Path], *,
+               path: Path | None = None) -> dict[str, tuple[Path, dict]]:
+    """The cells of ``todo`` that another results file of ``reuse`` holds, by cell key: (that file,
+    its row). A row matches by a known, equal digest and by key, or by every field but the
+    refiner's name: the digest covers the refiner's weights and settings
+    (:meth:`dartlib.experiments.engine.TestTimeContext.inputs`), so a row of ``alpha0.1-epochs50``
+    is the row of a profile's ``dart`` when both name the same trained g_phi. Reads only."""
+    found: dict[str, tuple[Path, dict]] = {}
+    left = [c for c in todo if digests.get(c.key)]
     for other in reuse:
-        if not todo:
+        if not left:
             break
-        if Path(other).resolve() == Path(path).resolve():
+        if path is not None and Path(other).resolve() == Path(path).resolve():
             continue
-        stored = read_results(Path(other))
-        records = stored.to_dict("records")
+        if not Path(other).is_file():
+            continue
+        records = read_results(Path(other)).to_dict("records")
         by_key = {str(r["key"]): r for r in records}
         by_inputs = {(_unlabelled(_stored_cell(r)), str(r["inputs"])): r for r in records if str(r["inputs"])}
-        borrowed, renamed, left = [], {}, []  # renamed: a stored row's key -> the cells it is copied to
-        for cell in todo:
-            digest = digests.get(cell.key)
+        still = []
+        for cell in left:
+            digest = digests[cell.key]
             row = by_key.get(cell.key)
-            if digest and (row is None or str(row["inputs"]) != digest):
+            if row is None or str(row["inputs"]) != digest:
                 row = by_inputs.get((_unlabelled(cell), digest))
-            if row is None or not digest or str(row["inputs"]) != digest:
-                left.append(cell)
-                continue
-            renamed.setdefault(str(row["key"]), []).append(cell.key)
-            borrowed.append({**row, "experiment": experiment, "refiner": cell.refiner, "key": cell.key})
-        side = read_sidecar(Path(other))
-        lines = [{**line, "key": key} for line in side.to_dict("records") for key in renamed.get(line["key"], ())
+            if row is None:
+                still.append(cell)
+            else:
+                found[cell.key] = (Path(other), row)
+        left = still
+    return found
+
+
+def _borrow(todo: list[Cell], digests: dict[str, str], reuse: Sequence[Path], *, path: Path,
+            experiment: str) -> list[Cell]:
+    """Copy into ``path`` the rows of ``reuse`` that :func:`borrowable` finds for cells of
+    ``todo``, each stored under the cell's own refiner name and key with its outcome line; return
+    the cells still to compute."""
+    found = borrowable(todo, digests, reuse, path=path)
+    for other in dict.fromkeys(source for source, _ in found.values()):
+        mine = {key: row for key, (source, row) in found.items() if source == other}
+        cells = {c.key: c for c in todo if c.key in mine}
+        borrowed = [{**row, "experiment": experiment, "refiner": cells[key].refiner, "key": key}
+                    for key, row in mine.items()]
+        targets: dict[str, list[str]] = {}  # a stored row's key -> the cells it is copied to
+        for key, row in mine.items():
+            targets.setdefault(str(row["key"]), []).append(key)
+        side = read_sidecar(other)
+        lines = [{**line, "key": key} for line in side.to_dict("records") for key in targets.get(line["key"], ())
                  if line["inputs"] == digests[key]]
         _append_rows(borrowed, path, outcomes=lines)  # one locked rewrite of the file, not one per row
-        todo = left
-    return todo
+    return [c for c in todo if c.key not in found]
 
 
-def grid_status(cells: Iterable[Cell], *, path: Path, inputs: Callable[[Cell], str] | None = None) -> pd.DataFrame:
+def grid_status(cells: Iterable[Cell], *, path: Path, inputs: Callable[[Cell], str] | None = None,
+                reuse: Sequence[Path] = ()) -> pd.DataFrame:
     """How far a grid is, without running it: per (method, refiner), how many of its cells are
-    stored and current, stored but stale or suspect (:func:`run_grid` recomputes them) and missing."""
+    stored and current, stored but stale or suspect (:func:`run_grid` recomputes them) and missing;
+    ``borrowable``: how many of those :func:`run_grid` would copy from ``reuse`` (:func:`borrowable`)
+    instead of computing."""
     cells = list(cells)
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
+    states = _states(cells, path, digests)
+    todo = [c for c, state in zip(cells, states) if state != "current"]
+    found = borrowable(todo, digests, reuse, path=path) if reuse else {}
     frame = pd.DataFrame({"method": [c.method for c in cells], "refiner": [c.refiner for c in cells],
-                          "state": _states(cells, path, digests)})
+                          "state": states, "borrowable": [c.key in found for c in cells]})
     table = pd.crosstab([frame.method, frame.refiner], frame.state).reindex(columns=["current", "stale", "suspect", "missing"],
                                                                            fill_value=0)
     order = list(dict.fromkeys(zip(frame.method, frame.refiner)))
     table = table.reindex(order)
     table["cells"] = table.sum(axis=1)
+    table["borrowable"] = frame.groupby(["method", "refiner"], sort=False).borrowable.sum().reindex(order).astype(int)
     return table
 
 

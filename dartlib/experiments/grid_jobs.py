@@ -55,9 +55,10 @@ class GridJob:
     def _inputs(self, cell: Cell) -> str:
         return self.context_of(cell).inputs(cell)
 
-    def status(self) -> pd.DataFrame:
-        """Current, stale, suspect and missing cells per method and refiner; computes nothing."""
-        return grid_status(self.cells, path=self.path, inputs=self._inputs)
+    def status(self, *, reuse: Sequence[Path] = ()) -> pd.DataFrame:
+        """Current, stale, suspect and missing cells per method and refiner, and how many of those
+        :meth:`run` would borrow from ``reuse``; computes nothing."""
+        return grid_status(self.cells, path=self.path, inputs=self._inputs, reuse=reuse)
 
     def run(self, *, reuse: Sequence[Path] = ()) -> None:
         """Compute the cells not yet current (borrowing equal rows from ``reuse``), resumable."""

@@ -31,7 +31,10 @@ class GridSpec:
 
 
 GRIDS: Registry[GridSpec] = Registry("grid", {
-    "table1": GridSpec("06_table1_main", "Table 1's CIFAR-10C-LT block", prepare_context, table1.profile_cells),
+    # the paper's g_phi and NOTE's 30-epoch IABN copy computed beside it: a profile whose own g_phi is
+    # the paper's borrows those rows (equal inputs) instead of computing them again
+    "table1": GridSpec("06_table1_main", "Table 1's CIFAR-10C-LT block", prepare_context, table1.profile_cells,
+                       ("paper_config.csv", "paper_note.csv")),
     "note_report": GridSpec("06_table1_main", "Table 1's NOTE+DART cells with dart_use=report", prepare_context,
                             table1.profile_note_report_cells),
     "online_imbalance": GridSpec("11_online_imbalance", "CIFAR-10C-imb with DART and DART-split",

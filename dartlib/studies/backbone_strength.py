@@ -147,18 +147,25 @@ class StudyContext:
             context.save_shared_source(every=every)
 
 
+# The g_phi the study trained for every backbone: the cpu profile's former Table 1 shortcut (10 epochs
+# at alpha 30; results/cpu/backbone_study.csv), pinned so that the study's refiners and rows stay
+# what they are when a profile's own g_phi is the paper's (50 epochs per backbone would be hours each).
+STUDIED_REFINER: dict[str, float] = {"dart_epochs": 10, "dart_alpha": 30.0}
+
+
 def prepare_study_context(
     *, settings: Settings, device: str | None = None, progress: bool = False, trained_only: bool = False,
 ) -> tuple[StudyContext, dict]:
     """:func:`dartlib.experiments.engine.prepare_context` for each backbone of the study (same recipe, same
-    g_phi settings and alpha: the rule chose the profile's alpha for width 8 as well,
+    g_phi settings, :data:`STUDIED_REFINER`, and alpha: the rule chose the profile's alpha for width 8 as well,
     ``results/cpu/backbone_study_run/alpha_validation_w8.csv``); returns the study context and
     the metadata of the last (the profile's own) backbone."""
     from dartlib.experiments.engine import prepare_context
 
     contexts, meta = {}, {}
     for arch in settings["study_archs"]:
-        contexts[arch], meta = prepare_context(settings=settings.replace(source_arch=arch), device=device,
+        studied = settings.replace(source_arch=arch, **STUDIED_REFINER)
+        contexts[arch], meta = prepare_context(settings=studied, device=device,
                                                method_inputs=False, progress=progress, trained_only=trained_only)
     return StudyContext(contexts), meta
 

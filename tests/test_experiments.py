@@ -229,6 +229,12 @@ def test_a_row_is_borrowed_under_another_refiner_name_only_with_the_same_trained
     assert set(side.key) == {c.key for c in profile} and len(side) == 2
     assert run_grid(profile, lambda c: pytest.fail("recomputed"), path=path, experiment="table1", progress=False,
                     inputs=lambda c: digest[c.shift_param], reuse=[other]).accuracy.tolist() == [40.0, 40.0]
+    # in one grid: its own rows of another name serve a cell of the same g_phi
+    both = tmp_path / "paper_config_both.csv"
+    run_grid(variant, evaluate, path=both, experiment="paper_config", progress=False, inputs=lambda c: "paper")
+    run_grid(profile[:1], lambda c: calls.append("own") or evaluate(c), path=both, experiment="paper_config",
+             progress=False, inputs=lambda c: "paper")
+    assert calls[-1] != "own" and len(read_results(both)) == 3
     # another field (the seed) is another cell, whatever its digest
     seeded = [replace(c, seed=1) for c in profile[:1]]
     run_grid(seeded, lambda c: calls.append("seed1") or evaluate(c), path=path, experiment="table1", progress=False,

@@ -310,15 +310,15 @@ def borrowable(todo: Sequence[Cell], digests: Mapping[str, str], reuse: Sequence
     its row). A row matches by a known, equal digest and by key, or by every field but the
     refiner's name: the digest covers the refiner's weights and settings
     (:meth:`dartlib.experiments.engine.TestTimeContext.inputs`), so a row of ``alpha0.1-epochs50``
-    is the row of a profile's ``dart`` when both name the same trained g_phi. Reads only."""
+    is the row of a profile's ``dart`` when both name the same trained g_phi. ``path``, the grid's
+    own file, is searched first, under other names only (a cell's own row there is stale). Reads only."""
     found: dict[str, tuple[Path, dict]] = {}
     left = [c for c in todo if digests.get(c.key)]
-    for other in reuse:
+    sources = list(dict.fromkeys(Path(p).resolve() for p in ([path] if path is not None else []) + list(reuse)))
+    for other in sources:
         if not left:
             break
-        if path is not None and Path(other).resolve() == Path(path).resolve():
-            continue
-        if not Path(other).is_file():
+        if not other.is_file():
             continue
         records = read_results(Path(other)).to_dict("records")
         by_key = {str(r["key"]): r for r in records}

@@ -66,6 +66,30 @@ def test_a_refiner_edited_under_its_own_config_is_refused_by_the_manifest(smoke_
     assert "artefacts manifest" in err.value.remedy and "run the same command again" not in err.value.remedy
 
 
+def test_a_cached_refiner_edited_under_its_own_name_is_refused_by_its_digest(tmp_path):
+    """A refiner outside MANIFEST.json (fit_refiner's cache, a profile's new refiner) carries the
+    digest of its contents: scaled weights under the right name and config are refused and set
+    aside; a refiner saved before the digest was added (none stored) is read as before."""
+    rng = np.random.default_rng(1)
+    labels = np.repeat(np.arange(4), 100).astype(np.int64)
+    train = Dataset("tiny", "train", rng.integers(0, 255, size=(400, 32, 32, 3), dtype=np.uint8), labels, tuple("abcd"))
+    torch.manual_seed(0)
+    model, config = small_cnn(4, width=4).eval(), replace(BASE, epochs=1)
+    checkpoint = tmp_path / "tiny.pt"
+    intermediate.load_or_train_refiner(checkpoint, model, train, config, progress=False)
+    path = intermediate.refiner_path(checkpoint, config)
+    blob = load_weights(path)
+    assert blob[states.DIGEST] == states.state_digest(blob)
+    intermediate._load(path, checkpoint=checkpoint)
+    save_weights({k: v for k, v in blob.items() if k != states.DIGEST}, path=path)  # as saved before the digest
+    intermediate._load(path, checkpoint=checkpoint)
+    blob["module"] = {k: v * 1.5 for k, v in blob["module"].items()}  # name, config and old digest kept
+    save_weights(blob, path=path)
+    with pytest.raises(DamagedFileError, match=r"do not match the digest stored with them .*set aside as"):
+        intermediate._load(path, checkpoint=checkpoint)
+    assert not path.exists()
+
+
 def test_an_iabn_copy_under_another_epoch_count_is_refused(smoke_dir):
     ckpt = smoke_dir / f"{SMOKE}.pt"
     model, _ = load_checkpoint(ckpt)

@@ -547,6 +547,8 @@ def _load(path: Path, *, checkpoint: Path, tag: str = "") -> tuple[Refiner, list
     this one, and every row computed with it would be wrong without a sign."""
     blob = load_weights(path, required=("module", "config", "num_classes", "log"))
     problem = refused_because(path, blob, checkpoint=checkpoint, tag=tag)
+    if problem is None and states.DIGEST in blob and states.state_digest(blob) != blob[states.DIGEST]:
+        problem = "its contents do not match the digest stored with them (altered after it was saved)"
     if problem is None:
         try:
             refiner = _from_blob(blob)
@@ -564,8 +566,10 @@ def _load(path: Path, *, checkpoint: Path, tag: str = "") -> tuple[Refiner, list
 def refused_because(path: Path, blob: dict, *, checkpoint: Path, tag: str = "") -> str | None:
     """Why the refiner file ``path`` (its contents ``blob``) is not the one its name promises, or
     None: its stored config must derive to its name (:func:`refiner_path` of ``checkpoint`` and
-    ``tag``) and the source it records must be ``checkpoint``. (:func:`_load` then compares a file
-    listed in the ``MANIFEST.json`` beside it with the sha256 recorded there.)"""
+    ``tag``) and the source it records must be ``checkpoint``. (:func:`_load` then checks the digest
+    a refiner is saved with, :func:`dartlib.models.states.sealed`, where it has one: refiners saved
+    before it was added have none; and compares a file listed in the ``MANIFEST.json`` beside it with
+    the sha256 recorded there.)"""
     try:
         config = DartConfig(**blob["config"])
     except (TypeError, ValueError) as err:
@@ -605,7 +609,7 @@ def compact_refiner_file(path: Path, *, every: int = LOG_EVERY) -> bool:
     steps = len(blob["log"])
     blob["log"] = compact_log(blob["log"], every=every)
     blob["meta"] = {**meta, "log": {"every": every, "steps": steps, "full_file_sha256": before}}
-    save_weights(blob, path=path)
+    save_weights(states.sealed(blob) if states.DIGEST in blob else blob, path=path)
     return True
 
 
@@ -625,7 +629,7 @@ def _save(path: Path, refiner: Refiner, log: list[dict], *, checkpoint: Path, tr
                  "device": device, "cpu": cpu_model_name(), "dartlib_version": __version__,
                  **(probe.meta() if probe else {})},
     }
-    save_weights(blob, path=path)
+    save_weights(states.sealed(blob), path=path)  # checked when read: a refiner in a cache has no MANIFEST entry
 
 
 def _build(config: DartConfig, num_classes: int, *, feature_dim: int | None = None,

@@ -71,6 +71,24 @@ def record_reads(log: Path) -> None:
     sys.addaudithook(hook)
 
 
+OUTPUT_MARK = "W:"  # a line of the reads log naming a file the kernel wrote (a figure), not one it read
+
+
+def record_output(path: Path) -> None:
+    """Note in the running page's log (:data:`READS_ENV`, where the runner set it) that the kernel
+    wrote ``path`` (a figure: :func:`dartlib.reporting.figures.save_figure`), so that the page keeps
+    its sha256 (``metadata.dart.outputs``) and a figure is checked as the page that drew it is."""
+    log = os.environ.get(READS_ENV)
+    if not log:
+        return
+    try:
+        rel = Path(path).resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return  # written outside the repository (a run with --output elsewhere): not a committed figure
+    with open(log, "a", encoding="utf-8") as sink:
+        sink.write(f"{OUTPUT_MARK}{rel}\n")
+
+
 def cpu_model_name() -> str:
     """The CPU's model as ``lscpu`` names it ("Model name", ``/proc/cpuinfo``'s ``model name``),
     recorded beside what was trained on it: training's result depends on the CPU's arithmetic."""
@@ -113,6 +131,21 @@ def stale_inputs(recorded: dict[str, str], *, root: Path = REPO_ROOT) -> list[st
             out.append(f"{rel} (missing)")
         elif sha256_file(path) != digest:
             out.append(f"{rel} (changed)")
+    return out
+
+
+def stale_outputs(pages: Mapping[str, Mapping[str, str]], *, files: Iterable[Path], root: Path = REPO_ROOT) -> list[str]:
+    """The figure ``files`` that are not what a page drew: written by none of ``pages`` ({page:
+    its ``metadata.dart.outputs``}: a figure left over from code or settings that no longer draw
+    it), or holding other bytes than the page recorded (drawn again, or edited, since)."""
+    drawn = {rel: (page, digest) for page, outputs in pages.items() for rel, digest in outputs.items()}
+    out = []
+    for path in sorted(files):
+        rel = Path(path).resolve().relative_to(root.resolve()).as_posix()
+        if rel not in drawn:
+            out.append(f"{rel}: drawn by no published page (delete it, or run the notebook that draws it)")
+        elif sha256_file(path) != drawn[rel][1]:
+            out.append(f"{rel}: not what {drawn[rel][0]} drew (run it again, or restore the figure)")
     return out
 
 

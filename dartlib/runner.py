@@ -21,7 +21,7 @@ from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
 from dartlib.data.files import temporary_name
-from dartlib.provenance import READS_ENV, input_digests
+from dartlib.provenance import OUTPUT_MARK, READS_ENV, input_digests
 from dartlib.paths import NOTEBOOKS_DIR, OUTPUT_DIR_ENV, OUTPUT_PROFILE_ENV, REPO_ROOT, output_root, runs_dir
 from dartlib.profiles import ProfileError
 from dartlib.registry import UnknownNameError, unknown_name_message
@@ -224,8 +224,9 @@ def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Pa
              on_cell: Callable[[CellProgress], None] | None = None, guard: TimeGuard | None = None) -> None:
     """Execute ``path`` into ``output`` with papermill; ``on_cell`` hears each code cell start;
     ``guard`` bounds every cell by the run's time left. The executed notebook's metadata keeps the
-    files it read and the code it ran, with their sha256 (``metadata.dart.inputs``), and the
-    parameters it was given (``metadata.dart.parameters``, :mod:`dartlib.provenance`)."""
+    files it read and the code it ran, with their sha256 (``metadata.dart.inputs``), the figures it
+    wrote (``metadata.dart.outputs``) and the parameters it was given (``metadata.dart.parameters``,
+    :mod:`dartlib.provenance`)."""
     reads = log.with_suffix(".reads")
     reads.parent.mkdir(parents=True, exist_ok=True)
     reads.unlink(missing_ok=True)
@@ -250,9 +251,12 @@ def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Pa
             os.environ.pop(READS_ENV, None)
         else:
             os.environ[READS_ENV] = previous
-    read = reads.read_text().split() if reads.is_file() else []
+    lines = reads.read_text().split() if reads.is_file() else []
+    read = [line for line in lines if not line.startswith(OUTPUT_MARK)]
+    wrote = [line[len(OUTPUT_MARK):] for line in lines if line.startswith(OUTPUT_MARK)]
     nb = nbformat.read(output, as_version=4)
-    nb.metadata["dart"] = {"inputs": input_digests(read), "parameters": dict(parameters)}
+    nb.metadata["dart"] = {"inputs": input_digests(read), "outputs": input_digests(wrote),
+                           "parameters": dict(parameters)}
     nbformat.write(nb, output)
 
 

@@ -11,7 +11,7 @@ import nbformat
 
 from dartlib.paths import REPO_ROOT
 from dartlib.profiles import load_profile
-from dartlib.provenance import recorded_parameters, sha256_file, stale_inputs, stale_parameters
+from dartlib.provenance import recorded_parameters, sha256_file, stale_inputs, stale_outputs, stale_parameters
 
 UNRECORDED = REPO_ROOT / "results" / "pages_without_inputs.txt"
 
@@ -50,6 +50,57 @@ def test_every_published_notebook_is_current_or_listed_as_unrecorded():
     missing = listed - {p.relative_to(REPO_ROOT).as_posix() for p in _published()}
     problems += [f"{UNRECORDED.name} lists {m}, which is not published" for m in sorted(missing)]
     assert not problems, "\n".join(problems)
+
+
+def test_every_figure_of_a_published_profile_is_what_its_page_drew():
+    """A figure is checked as a page is: each figure of a profile with published pages was written
+    by one of them (``metadata.dart.outputs``) and still holds the bytes it wrote, so a figure is
+    current exactly when its page is (the test above)."""
+    profiles = sorted({p.parts[-3] for p in _published()})
+    assert profiles, "no published pages"
+    problems = []
+    for profile in profiles:
+        pages = {p.relative_to(REPO_ROOT).as_posix(): nbformat.read(p, as_version=4).metadata.get("dart", {}).get("outputs", {})
+                 for p in _published() if p.parts[-3] == profile}
+        assert any(pages.values()), f"no page of {profile} records the figures it drew: publish them again"
+        figures = [*(REPO_ROOT / "figures" / profile).glob("*.png"), *(REPO_ROOT / "figures" / profile).glob("*.pdf")]
+        problems += stale_outputs(pages, files=figures)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_figure_no_page_drew_or_changed_since_is_found(tmp_path):
+    figure, other = tmp_path / "figures" / "cpu" / "fig3.png", tmp_path / "figures" / "cpu" / "old.png"
+    figure.parent.mkdir(parents=True)
+    figure.write_bytes(b"drawn")
+    other.write_bytes(b"left over")
+    pages = {"results/cpu/notebooks/05.ipynb": {"figures/cpu/fig3.png": sha256_file(figure)}}
+    assert stale_outputs(pages, files=[figure], root=tmp_path) == []
+    assert stale_outputs(pages, files=[other], root=tmp_path) == [
+        "figures/cpu/old.png: drawn by no published page (delete it, or run the notebook that draws it)"]
+    figure.write_bytes(b"edited")
+    assert stale_outputs(pages, files=[figure], root=tmp_path) == [
+        "figures/cpu/fig3.png: not what results/cpu/notebooks/05.ipynb drew (run it again, or restore the figure)"]
+
+
+def test_a_page_records_the_figures_it_draws(tmp_path):
+    """save_figure under the runner's variable notes each file it wrote for the page."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "reads"
+    code = ("import matplotlib; matplotlib.use('Agg')\n"
+            "import matplotlib.pyplot as plt\n"
+            "from dartlib.reporting.figures import save_figure\n"
+            "save_figure(plt.figure(), profile='smoke', name='provenance-probe')\n")
+    try:
+        subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True,
+                       env={**os.environ, "DART_READS_LOG": str(log)})
+        lines = log.read_text().split()
+        assert "W:figures/smoke/provenance-probe.png" in lines and "W:figures/smoke/provenance-probe.pdf" in lines
+    finally:
+        for suffix in (".png", ".pdf"):
+            (REPO_ROOT / "figures" / "smoke" / f"provenance-probe{suffix}").unlink(missing_ok=True)
 
 
 def test_a_page_older_than_its_rows_is_found(tmp_path):

@@ -77,16 +77,21 @@ def apply_style() -> None:
 
 
 def save_figure(fig: plt.Figure, *, profile: str, name: str) -> list[Path]:
-    """Write ``figures/<profile>/<name>.pdf`` and ``.png``; returns both paths."""
+    """Write ``figures/<profile>/<name>.pdf`` and ``.png``; returns both paths. Run by a page of
+    the runner, each is recorded with its sha256 in the page's ``metadata.dart.outputs``
+    (:func:`dartlib.provenance.record_output`)."""
     if fig.get_layout_engine() is None or type(fig.get_layout_engine()).__name__ != "ConstrainedLayoutEngine":
         fig.set_layout_engine(LAYOUT)  # a figure made before apply_style: the same layout as the rest
     out = figures_dir(profile)
     paths = [out / f"{name}.pdf", out / f"{name}.png"]
     from dartlib.data.files import atomic_path
 
+    from dartlib.provenance import record_output
+
     for path, metadata in zip(paths, (_PDF_METADATA, _PNG_METADATA)):
         with atomic_path(path) as tmp:  # whole or not at all (a full disk leaves the previous figure)
             fig.savefig(tmp, metadata=metadata)
+        record_output(path)  # the page that drew it keeps its sha256
     return paths
 
 

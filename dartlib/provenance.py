@@ -31,6 +31,9 @@ from dartlib.paths import REPO_ROOT
 READS_ENV = "DART_READS_LOG"  # listed in dartlib.environment.VARIABLES
 # the parts of the repository whose files decide what a page shows
 _TRACKED = ("results", "data/paper", "data/checkpoints", "dartlib")
+# A manifest only vouches for files a page reads itself, and those are recorded with their own digest;
+# recording the whole list would make every page stale each time a trained file is added to it.
+_NOT_INPUTS = ("MANIFEST.json",)
 
 
 def _tracked(path: Path) -> str | None:
@@ -44,7 +47,8 @@ def _tracked(path: Path) -> str | None:
     if "__pycache__" in parts and rel.suffix == ".pyc":  # dartlib/x/__pycache__/y.cpython-311.pyc -> dartlib/x/y.py
         rel = rel.parent.parent / f"{rel.name.split('.')[0]}.py"
         parts = rel.parts
-    if any(p.startswith(".") for p in parts) or rel.suffix in (".lock",) or "notebooks" in parts[:3]:
+    if (any(p.startswith(".") for p in parts) or rel.suffix in (".lock",) or "notebooks" in parts[:3]
+            or rel.name in _NOT_INPUTS):
         return None
     text = rel.as_posix()
     return text if any(text == t or text.startswith(t + "/") for t in _TRACKED) else None
@@ -126,6 +130,8 @@ def stale_inputs(recorded: dict[str, str], *, root: Path = REPO_ROOT) -> list[st
     "path (changed|missing)"."""
     out = []
     for rel, digest in sorted(recorded.items()):
+        if Path(rel).name in _NOT_INPUTS:  # recorded by pages executed before it was left out
+            continue
         path = root / rel
         if not path.is_file():
             out.append(f"{rel} (missing)")

@@ -122,7 +122,7 @@ def test_an_edited_row_whose_key_is_not_its_fields_hash_is_suspect_and_recompute
     _tamper(path, 2, "method", "tent")  # the bnadapt row made a tent row, key kept
     _tamper(path, 2, "accuracy", "99.0")
     status = grid_status(CELLS, path=path, inputs=lambda c: "d1")
-    assert status.loc[("bnadapt", "none")].tolist() == [3, 0, 1, 0, 4]
+    assert status.loc[("bnadapt", "none")].tolist() == [3, 0, 1, 0, 4, 0]
     with pytest.warns(SuspectRowsWarning, match="not the hash of its fields"):
         rows = read_results(path)
     assert len(rows) == 3 and CELLS[0].key not in set(rows.key) and not rows.method.eq("tent").any()
@@ -138,13 +138,13 @@ def test_a_row_its_outcomes_contradict_is_suspect_for_status_readers_and_the_gri
     path = tmp_path / "g.csv"
     run_grid(CELLS, _evaluate, path=path, experiment="g", progress=False, inputs=lambda c: "d1")
     _tamper(path, 3, "accuracy", "99.0")  # the row's accuracy, its sidecar line unchanged
-    assert grid_status(CELLS, path=path, inputs=lambda c: "d1").loc[("bnadapt", "none")].tolist() == [3, 0, 1, 0, 4]
+    assert grid_status(CELLS, path=path, inputs=lambda c: "d1").loc[("bnadapt", "none")].tolist() == [3, 0, 1, 0, 4, 0]
     with pytest.warns(SuspectRowsWarning, match="its outcomes give accuracy"):
         assert CELLS[1].key not in set(read_results(path).key)
     with pytest.warns(StaleRowsWarning, match="suspect"):
         counts = fill_outcomes(CELLS, _evaluate, path=path, experiment="g", inputs=lambda c: "d1", progress=False)
     assert counts == {"checked": 0, "replaced": 1, "already": 3, "skipped": 0}
-    assert grid_status(CELLS, path=path, inputs=lambda c: "d1").loc[("bnadapt", "none")].tolist() == [4, 0, 0, 0, 4]
+    assert grid_status(CELLS, path=path, inputs=lambda c: "d1").loc[("bnadapt", "none")].tolist() == [4, 0, 0, 0, 4, 0]
 
 
 def test_outcomes_that_mark_right_an_image_outside_the_stream_make_the_row_suspect(tmp_path):

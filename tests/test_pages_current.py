@@ -115,6 +115,18 @@ def test_a_page_older_than_its_rows_is_found(tmp_path):
     assert stale_inputs(recorded, root=tmp_path) == ["results/cpu/table1.csv (missing)"]
 
 
+def test_a_refiner_added_to_the_manifest_leaves_pages_current_but_a_changed_refiner_does_not(tmp_path):
+    ckpt = tmp_path / "data" / "checkpoints"
+    ckpt.mkdir(parents=True)
+    (ckpt / "MANIFEST.json").write_text('{"files": [{"path": "m.dart-a.pt"}]}')
+    (ckpt / "m.dart-a.pt").write_bytes(b"refiner a")
+    recorded = {rel: sha256_file(tmp_path / rel) for rel in ("data/checkpoints/MANIFEST.json", "data/checkpoints/m.dart-a.pt")}
+    (ckpt / "MANIFEST.json").write_text('{"files": [{"path": "m.dart-a.pt"}, {"path": "m.dart-b.pt"}]}')
+    assert stale_inputs(recorded, root=tmp_path) == []
+    (ckpt / "m.dart-a.pt").write_bytes(b"refiner a, trained again")
+    assert stale_inputs(recorded, root=tmp_path) == ["data/checkpoints/m.dart-a.pt (changed)"]
+
+
 def test_the_kernel_records_what_it_reads(tmp_path):
     """A process started with the runner's variable records the tracked files it opens (and only those)."""
     import os
@@ -125,12 +137,13 @@ def test_the_kernel_records_what_it_reads(tmp_path):
     code = ("import dartlib, pandas\n"
             "pandas.read_csv('data/paper/table1_main.csv')\n"
             "open('README.md').read()\n"
+            "open('data/checkpoints/MANIFEST.json').read()\n"
             "import dartlib.analysis.noise\n")
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True,
                    env={**os.environ, "DART_READS_LOG": str(log)})
     read = log.read_text().split()
     assert "data/paper/table1_main.csv" in read and "dartlib/analysis/noise.py" in read
-    assert "README.md" not in read
+    assert "README.md" not in read and "data/checkpoints/MANIFEST.json" not in read
 
 
 def test_a_profile_edit_makes_stale_exactly_the_pages_that_read_the_value():

@@ -130,6 +130,12 @@ def _diagnosis_variants() -> list[str]:
     return [v.name for v in VARIANTS]
 
 
+def _shortcut_studies() -> list[str]:
+    from dartlib.experiments.settings import SHORTCUT_STUDIES
+
+    return list(SHORTCUT_STUDIES)
+
+
 def _benchmarks() -> list[str]:
     from dartlib.studies.large_benchmarks import BENCHMARKS
 
@@ -140,7 +146,7 @@ def _benchmarks() -> list[str]:
 NAME_KINDS: dict[str, Callable[[], list[str]]] = {
     "corruption": _corruptions, "dataset": _datasets, "architecture": _architectures, "recipe": _recipes,
     "method": _methods, "benchmark": _benchmarks, "profile": profile_names, "grid backend": lambda: ["local", "ray"],
-    "diagnosis variant": _diagnosis_variants,
+    "diagnosis variant": _diagnosis_variants, "study": _shortcut_studies,
 }
 
 
@@ -153,7 +159,7 @@ def name_kind(key: str) -> str | None:
         "source_arch": "architecture", "study_archs": "architecture", "source_recipe": "recipe",
         "extra_methods": "method", "large_benchmarks": "benchmark", "domain_benchmarks": "benchmark",
         "study_profile": "profile", "grid_backend": "grid backend", "diagnosis_profile": "profile",
-        "diagnosis_variants": "diagnosis variant",
+        "diagnosis_variants": "diagnosis variant", "shortcut_studies": "study",
     }.get(key)
 
 

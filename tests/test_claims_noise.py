@@ -15,6 +15,7 @@ import pytest
 from dartlib.experiments.grid import SCHEMA
 from dartlib.analysis import noise
 from dartlib.book import claims
+from dartlib.paths import REPO_ROOT
 
 PAPER_TEX = Path(__file__).resolve().parents[2] / "shared" / "paper" / "dart_paper.tex"
 
@@ -277,4 +278,22 @@ def test_the_configuration_judged_is_read_from_the_rows_own_record(tmp_path):
     assert "no record" in claims.judged_configuration(params=profile, experiments=["table1"])
     # rows of two alphas do not say which refiner is the main one: no record
     pd.concat([rows, rows.assign(params="alpha=0.1", corruption="snow")]).to_csv(tmp_path / "table1.csv", index=False)
+    assert claims.recorded_refiner(folder=tmp_path) == {}
+
+
+def test_without_a_run_record_the_refiner_is_the_variant_whose_rows_share_the_input_digests(tmp_path):
+    """Table 1's DART rows name no refiner; the notebook-15 variant whose rows have their input digests
+    (which cover the refiner's weights) does, and its committed file's config is what they judge."""
+    paper = pd.read_csv(REPO_ROOT / "results" / "cpu" / "diagnosis_refiners.csv").set_index("variant")
+    streams = [dict(corruption=c, shift_param=r) for c in ("fog", "snow") for r in (1, 100)]
+    table = _rows([{**s, "method": "bnadapt", "refiner": "dart", "inputs": f"p{i}", "accuracy": 70.0}
+                   for i, s in enumerate(streams)])
+    diagnosis = _rows([{**s, "method": "bnadapt", "refiner": v, "inputs": f"{v[0]}{i}", "accuracy": 70.0}
+                       for v in ("table1", "paper") for i, s in enumerate(streams)]).replace({"refiner": {"paper": "alpha0.1-epochs50"}})
+    table.to_csv(tmp_path / "table1.csv", index=False)
+    diagnosis.to_csv(tmp_path / "diagnosis.csv", index=False)
+    paper.reset_index().to_csv(tmp_path / "diagnosis_refiners.csv", index=False)
+    recorded = claims.recorded_refiner(folder=tmp_path)
+    assert (recorded["dart_epochs"], recorded["dart_alpha"]) == (50, 0.1) and "alpha0.1-epochs50" in recorded["recorded"]
+    table.assign(inputs=["p0", "p1", "p2", "t3"]).to_csv(tmp_path / "table1.csv", index=False)  # one row of another refiner
     assert claims.recorded_refiner(folder=tmp_path) == {}

@@ -68,6 +68,7 @@ def _one_error_line(capsys) -> str:
     ("retrain_check:", "retrain_check: yes please", "retrain_check: 'yes please' is a string; expected true or false"),
     ("seed:", "seed: [0", "smoke.yaml, line 5: not valid YAML"),
     ("source_arch:", "source_arch: resnet62", "source_arch: unknown architecture 'resnet62' (did you mean 'resnet26'?)"),
+    ("shortcut_studies:", "shortcut_studies: [table1]", "shortcut_studies: unknown study 'table1'"),
 ])
 def test_bad_profile_stops_run_before_any_notebook(profiles, nothing_runs, capsys, line_from, line_to, expected):
     _edit(profiles, line_from, line_to)

@@ -15,6 +15,14 @@ def test_the_results_page_shows_the_tables_the_committed_rows_give():
         "python -m dartlib.book.results_page (then check that the prose around it still reads true)")
 
 
+def test_the_readmes_figure_caption_is_what_the_committed_rows_give():
+    text = results_page.README.read_text()
+    assert results_page.refreshed_page(text, results_page.readme_blocks(), page="README.md") == text, (
+        "README.md: the Figure 3 caption differs from the committed rows; regenerate it: python -m dartlib.book.results_page")
+    caption = results_page.readme_blocks()["figure3_caption"]
+    assert "g_phi 50 epochs at alpha 0.1" in caption and "(the paper: +0.0 / +5.7 / +18.1;" in caption
+
+
 def test_a_table_edited_by_hand_is_found_and_rewritten():
     tables = {"gains": "| method | gain |\n| --- | --- |\n| BNAdapt+DART | -0.76 ± 0.08 |\n"}
     page = "Text.\n\n<!-- generated: gains -->\n{}<!-- end: gains -->\n\nMore text.\n"

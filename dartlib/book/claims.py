@@ -69,6 +69,7 @@ import yaml
 from dartlib.analysis.noise import NAN, SE_SENTENCE, Estimate, Outcomes, combination, critical
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.grid import read_results
+from dartlib.experiments.settings import SHORTCUT, refiner_words
 from dartlib.experiments.outcomes import folder_outcomes
 from dartlib.paths import REPO_ROOT, results_dir
 from dartlib.profiles import load_profile
@@ -745,18 +746,39 @@ def recorded_refiner(*, folder: Path) -> dict:
             alphas = {parse_params(p).get("alpha") for p in dart} - {None}
         if "epochs" in gphi and len(alphas) == 1:
             return {"dart_epochs": int(gphi["epochs"]), "dart_alpha": float(alphas.pop()), "recorded": run.name}
+    variant = _variant_of_table1_rows(folder)
     provenance = folder / "diagnosis_refiners.csv"
-    if provenance.is_file():
+    if variant and provenance.is_file():
         files = pd.read_csv(provenance)
-        named = files[files["variant"] == "table1"]["file"]
+        named = files[files["variant"] == variant]["file"]
         path = REPO_ROOT / "data" / "checkpoints" / str(named.iloc[0]) if len(named) else None
         if path is not None and path.is_file():
             import torch
 
             config = torch.load(path, map_location="cpu", weights_only=True)["config"]
             return {"dart_epochs": int(config["epochs"]), "dart_alpha": float(config["alpha"]),
-                    "recorded": f"{path.name}'s config"}
+                    "recorded": f"{path.name}'s config, notebook 15's {variant}, whose rows have the input digests of "
+                                f"table1.csv's BNAdapt+DART rows"}
     return {}
+
+
+def _variant_of_table1_rows(folder: Path) -> str | None:
+    """The notebook-15 variant (``diagnosis.csv``) whose seed-0 BNAdapt+DART rows have the same input
+    digests as every BNAdapt+DART row of ``table1.csv``: the digest covers the refiner's weights and
+    settings, so the two were computed with one trained g_phi. None where no variant matches all."""
+    table, diagnosis = folder / "table1.csv", folder / "diagnosis.csv"
+    if not (table.is_file() and diagnosis.is_file()):
+        return None
+    ours = read_results(table)
+    ours = ours[(ours["method"] == "bnadapt") & (ours["refiner"] == "dart")]
+    rows = read_results(diagnosis)
+    rows = rows[(rows["method"] == "bnadapt") & (rows["seed"].astype(int) == 0)]
+    stream = ["shift", "corruption", "shift_param"]
+    for variant, theirs in rows[rows["refiner"] != "none"].groupby("refiner", sort=False):
+        paired = ours.merge(theirs, on=stream, suffixes=("", "_v"))
+        if len(ours) and len(paired) == len(ours) and (paired["inputs"].astype(str) == paired["inputs_v"].astype(str)).all():
+            return str(variant)
+    return None
 
 
 def judged_configuration(*, params: dict, experiments: list[str]) -> str:
@@ -768,12 +790,17 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
     main = f"g_phi {params.get('dart_epochs')} epochs at alpha {params.get('dart_alpha'):g}" + (
         f" (recorded: {params['recorded']})" if params.get("recorded") else " (the profile file's; no record of the rows')")
     ablation = f"g_phi {params.get('ablation_epochs')} epochs at alpha {params.get('ablation_alpha'):g}"
+    held = set(params.get("shortcut_studies") or [])
+
+    def main_of(study: str) -> str:  # a study the profile still holds at the former shortcut says so
+        return f"the former shortcut, {refiner_words(SHORTCUT)} (shortcut_studies)" if study in held else main
+
     parts = {
         "table1": f"Table 1: {main}, {n('table1_corruptions')} corruptions, NOTE's IABN {params.get('note_finetune_epochs')} "
                   f"epoch(s) (the paper: {PAPER_IABN_EPOCHS})",
-        "online_imbalance": f"CIFAR-10C-imb: {main}, {n('online_corruptions')} corruptions (TENT, SAR, ODS on "
+        "online_imbalance": f"CIFAR-10C-imb: {main_of('online_imbalance')}, {n('online_corruptions')} corruptions (TENT, SAR, ODS on "
                             f"{n('split_tta_corruptions')})",
-        "more_settings": f"{main}; MEMO on {n('memo_corruptions')} corruptions, CIFAR-10C-imb on {n('imb_corruptions')}",
+        "more_settings": f"{main_of('more_settings')}; MEMO on {n('memo_corruptions')} corruptions, CIFAR-10C-imb on {n('imb_corruptions')}",
         "ablations": f"ablation refiners: {ablation}, {n('ablation_corruptions')} corruptions",
         "sensitivity": f"sensitivity refiners: {ablation}, one setting changed at a time, "
                        f"{n('sensitivity_corruptions')} corruptions",
@@ -787,7 +814,7 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
         "paper_config": f"checks on +alpha0.1-epochs50 rows: {_PAPER_CONFIG}, g_phi seeds 0, 1, 2 where run (BNAdapt), else 0, "
                         f"{n('table1_corruptions')} corruptions (CIFAR-10C-imb: {n('imb_corruptions')}; notebook 06)",
         "all_corruptions": f"TENT on CIFAR-10C-imb and MEMO on CIFAR-10C-LT over all {len(CORRUPTIONS)} corruptions "
-                           f"where computed ({main}; results file all_corruptions)",
+                           f"where computed ({main_of('all_corruptions')}; results file all_corruptions)",
         "sensitivity_all_corruptions": f"notebook 08's TENT and test-batch cells over all {len(CORRUPTIONS)} corruptions "
                                        f"where computed ({ablation}; the alpha table's cells at the table's alpha; results file "
                                        f"sensitivity_all_corruptions)",

@@ -28,6 +28,7 @@ from dartlib.paths import REPO_ROOT
 from dartlib.studies.paper_config import PAPER_NOTE
 
 RESULTS_PAGE = REPO_ROOT / "docs" / "results.md"
+README = REPO_ROOT / "README.md"  # its Figure 3 caption is a generated block too (:func:`readme_blocks`)
 PROFILE = "cpu"
 # Table 1's row names as the paper prints them (Appendix A runs NOTE, DELTA and ODS on top of TENT)
 METHOD_LABELS = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "TENT+NOTE",
@@ -154,13 +155,48 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     }
 
 
-def refreshed_page(text: str, tables: dict[str, str]) -> str:
+def figure3_caption(*, profile: str = PROFILE) -> str:
+    """The README's caption of ``figures/<profile>/fig3_accuracy_vs_rho.png``: the settings its rows
+    were computed with (the keyed table ``accuracy_vs_rho.csv`` of notebook 05), BNAdapt's and
+    BNAdapt+DART's accuracy at the first and last rho, and DART's gain over BNAdapt at each rho of
+    ``lt_rhos`` over the paper's three g_phi seeds with its SE (:func:`dartlib.studies.paper_config.bnadapt_block`),
+    beside the paper's."""
+    from dartlib.experiments.outcomes import folder_outcomes
+    from dartlib.experiments.settings import Settings, refiner_words
+    from dartlib.paths import results_dir
+    from dartlib.studies import paper_config
+
+    settings = Settings.from_profile(profile)
+    curve = pd.read_csv(results_dir(profile) / "accuracy_vs_rho.csv").pivot(index="method", columns="rho", values="accuracy")
+    first, last = curve.columns.min(), curve.columns.max()
+    block = paper_config.bnadapt_block(settings=settings, rows=paper_config.paper_config_results(profile=profile, compute=False),
+                                       outcomes=folder_outcomes(results_dir(profile)))
+    rhos = [f"rho={r:g}" for r in settings["lt_rhos"]]
+    ours = " / ".join(("+" if not str(block.loc["gain, paper g_phi, seeds 0-2", r]).startswith("-") else "")
+                      + str(block.loc["gain, paper g_phi, seeds 0-2", r]) for r in rhos)
+    paper = " / ".join(str(block.loc["paper: gain", r]) for r in rhos)
+    return (f"*Figure 3, {profile} profile, {refiner_words({k: settings[k] for k in ('dart_epochs', 'dart_alpha')})}, "
+            f"seed {settings['seed']} (the paper's configuration; ResNet-26 of width 16, generated CIFAR-10-C, mean over "
+            f"{len(settings['fig3_corruptions'])} corruptions): BNAdapt falls {curve.loc['bnadapt', first]:.1f} -> "
+            f"{curve.loc['bnadapt', last]:.1f} from rho = {first:g} to {last:g}, BNAdapt+DART goes "
+            f"{curve.loc['bnadapt+dart', first]:.1f} -> {curve.loc['bnadapt+dart', last]:.1f}. Over three g_phi seeds "
+            f"DART's gain over BNAdapt is {ours} at rho {' / '.join(f'{r:g}' for r in settings['lt_rhos'])} (the paper: "
+            f"{paper}; [docs/results.md](docs/results.md)). The former shortcut's rows (10 epochs at alpha 30): "
+            f"[results/cpu/shortcut/](results/cpu/shortcut/README.md).*\n")
+
+
+def readme_blocks(*, profile: str = PROFILE) -> dict[str, str]:
+    """The README's generated blocks, by name."""
+    return {"figure3_caption": figure3_caption(profile=profile)}
+
+
+def refreshed_page(text: str, tables: dict[str, str], *, page: str = RESULTS_PAGE.name) -> str:
     """``text`` with each generated block's body replaced by its table; a block whose name has no
     table, or a table without its block, raises ``ValueError`` naming it."""
     found = {m.group("name") for m in _BLOCK.finditer(text)}
     unknown, absent = sorted(found - set(tables)), sorted(set(tables) - found)
     if unknown or absent:
-        raise ValueError(f"{RESULTS_PAGE.name}: generated blocks without a table: {unknown or 'none'}; tables without "
+        raise ValueError(f"{page}: generated blocks without a table: {unknown or 'none'}; tables without "
                          f"a block (add '<!-- generated: NAME -->' and '<!-- end: NAME -->' lines): {absent or 'none'}")
     return _BLOCK.sub(lambda m: m.group(1) + tables[m.group("name")] + m.group(4), text)
 
@@ -177,6 +213,17 @@ def refresh_results_page(*, path: Path = RESULTS_PAGE, profile: str = PROFILE) -
     return [name for name, body in tables.items() if old.get(name) != body]
 
 
+def refresh_readme(*, path: Path = README, profile: str = PROFILE) -> bool:
+    """Rewrite the README's generated blocks (:func:`readme_blocks`) from the committed rows; True
+    where the file changed."""
+    text = path.read_text()
+    new = refreshed_page(text, readme_blocks(profile=profile), page=path.name)
+    if new != text:
+        path.write_text(new)
+    return new != text
+
+
 if __name__ == "__main__":
     changed = refresh_results_page()
-    print(f"{RESULTS_PAGE}: {', '.join(changed) if changed else 'no table'} changed")
+    print(f"{RESULTS_PAGE}: {', '.join(changed) if changed else 'no table'} changed; "
+          f"{README}: {'changed' if refresh_readme() else 'unchanged'}")

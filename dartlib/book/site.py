@@ -373,10 +373,16 @@ def _seed_section(*, sources: BookSources, settings: dict) -> list[str]:
     path = sources.results / "diagnosis.csv"
     if not path.is_file() or "lt_rhos" not in settings or "online_irs" not in settings:
         return []  # no replicas, or a profile without the LT and imbalance settings they are read at
-    table = seed_table(rows=read_results(path), lt_rhos=settings["lt_rhos"], online_irs=settings["online_irs"])
+    from dartlib.dart.refiner import DartConfig
+
+    paper = DartConfig()  # the paper's g_phi: a profile whose own g_phi it is reads the replicas of that one
+    own_is_paper = (settings.get("dart_epochs"), settings.get("dart_alpha")) == (paper.epochs, paper.alpha)
+    table = seed_table(rows=read_results(path), lt_rhos=settings["lt_rhos"], online_irs=settings["online_irs"],
+                       group="paper" if own_is_paper else "table1")
     if not len(table) or table["seeds"].max() < 2:
         return []
-    return ["**Over seeds.** Table 1's BNAdapt rows and CIFAR-10C-imb, each seed drawing g_phi's initialisation, "
+    return [f"**Over seeds.** Table 1's BNAdapt rows and CIFAR-10C-imb (g_phi {settings.get('dart_epochs')} epochs at "
+            f"alpha {settings.get('dart_alpha'):g}), each seed drawing g_phi's initialisation, "
             "its intermediate batches and the test streams (notebook 15; mean ± std over seeds of the mean over "
             "corruptions; `seeds` says how many covered every corruption), beside the paper's mean ± std over its "
             "4 seeds; DART's effect is taken seed by seed:", "",

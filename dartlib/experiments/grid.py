@@ -368,7 +368,7 @@ def grid_status(cells: Iterable[Cell], *, path: Path, inputs: Callable[[Cell], s
     digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
     states = _states(cells, path, digests)
     todo = [c for c, state in zip(cells, states) if state != "current"]
-    found = borrowable(todo, digests, reuse, path=path) if reuse else {}
+    found = borrowable(todo, digests, reuse, path=path)  # its own file too, as run_grid does
     frame = pd.DataFrame({"method": [c.method for c in cells], "refiner": [c.refiner for c in cells],
                           "state": states, "borrowable": [c.key in found for c in cells]})
     table = pd.crosstab([frame.method, frame.refiner], frame.state).reindex(columns=["current", "stale", "suspect", "missing"],

@@ -44,6 +44,23 @@ def dart_config(params: Mapping[str, Any], **overrides: Any) -> DartConfig:
     return DartConfig(**{**values, **overrides})
 
 
+# The cpu profile's g_phi before the paper's (50 epochs at alpha 0.1, NOTE's IABN 30 epochs) became its own:
+# 10 epochs at alpha 30, NOTE's IABN 1 epoch. Kept as a named variant: its rows stay, labelled, and a study
+# a profile lists in ``shortcut_studies`` still runs it until its rows at the profile's own g_phi are computed.
+SHORTCUT: dict[str, Any] = {"dart_epochs": 10, "dart_alpha": 30.0, "note_finetune_epochs": 1}
+# The studies that can be held at :data:`SHORTCUT` (``shortcut_studies``): each one's name as its results file,
+# grid or keyed table names it, with the notebook that shows it.
+SHORTCUT_STUDIES: dict[str, str] = {
+    "more_settings": "09", "all_corruptions": "09", "costs": "10", "online_imbalance": "11",
+}
+
+
+def refiner_words(values: Mapping[str, Any]) -> str:
+    """g_phi's epochs and alpha (and NOTE's IABN epochs where set) of ``values``, in words."""
+    text = f"g_phi {values.get('dart_epochs')} epochs at alpha {float(values.get('dart_alpha')):g}"
+    return text + (f", NOTE's IABN {values['note_finetune_epochs']} epoch(s)" if "note_finetune_epochs" in values else "")
+
+
 PLAIN = (str, int, float, bool, list, dict, type(None))  # the value kinds of a profile's YAML
 
 
@@ -83,6 +100,29 @@ class Settings:
     def replace(self, **values: Any) -> Settings:
         """These settings with ``values`` (profile keys) on top, e.g. another ``source_arch``."""
         return Settings.from_params({**self.values, **values})
+
+    def for_study(self, study: str) -> Settings:
+        """The settings ``study`` runs with: :data:`SHORTCUT` on top where the profile lists it in
+        ``shortcut_studies`` (its rows at the profile's own g_phi are not computed yet), else these."""
+        if study not in SHORTCUT_STUDIES:
+            from dartlib.registry import unknown_name_message
+
+            raise KeyError(unknown_name_message("study that can be held at the shortcut", study, SHORTCUT_STUDIES))
+        return self.replace(**SHORTCUT) if study in (self.get("shortcut_studies") or []) else self
+
+    def held_at_shortcut(self, study: str) -> str:
+        """One line for ``study``'s page where the profile holds it at :data:`SHORTCUT`, else ""."""
+        if self.for_study(study) is self:
+            return ""
+        return (f"{study}: these rows use the former shortcut ({refiner_words(SHORTCUT)}), not the {self.profile} "
+                f"profile's own g_phi: its rows with that one are not computed yet "
+                f"(notebooks/profiles/{self.profile}.yaml, shortcut_studies)")
+
+    def say_if_held(self, study: str) -> None:
+        """Print :meth:`held_at_shortcut`'s line for a page where ``study`` is held at the shortcut."""
+        line = self.held_at_shortcut(study)
+        if line:
+            print(line)
 
     def checkpoint(self):
         """The path of the profile's source checkpoint (:func:`dartlib.models.checkpoints.checkpoint_path`)."""

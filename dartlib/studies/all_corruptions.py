@@ -83,6 +83,8 @@ def stored(*, profile: str, cells: Sequence[Cell] | None = None, grid: str = "al
     """Grid ``grid``'s rows as stored (``results/<profile>/<grid>.csv``), with the equal rows of
     ``shared``, for ``cells`` (default: :func:`profile_cells` of the profile)."""
     settings = Settings.from_profile(profile)
+    if grid == "all_corruptions":
+        settings = settings.for_study(grid)
     folder = results_dir(profile)
     cells = profile_cells(settings) if cells is None else list(cells)
     frames = [stored_rows(cells, path=folder / name) for name in (f"{grid}.csv", *shared)]

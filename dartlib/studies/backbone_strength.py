@@ -26,7 +26,7 @@ import pandas as pd
 
 from dartlib.experiments.engine import paired, run_cells
 from dartlib.experiments.grid import Cell, grid, parse_params
-from dartlib.experiments.settings import Settings
+from dartlib.experiments.settings import SHORTCUT, Settings
 from dartlib.reporting.figures import ANNOTATION_SIZE, WIDTH, save_figure
 
 EXPERIMENT = "backbone_study"
@@ -150,7 +150,7 @@ class StudyContext:
 # The g_phi the study trained for every backbone: the cpu profile's former Table 1 shortcut (10 epochs
 # at alpha 30; results/cpu/backbone_study.csv), pinned so that the study's refiners and rows stay
 # what they are when a profile's own g_phi is the paper's (50 epochs per backbone would be hours each).
-STUDIED_REFINER: dict[str, float] = {"dart_epochs": 10, "dart_alpha": 30.0}
+STUDIED_REFINER: dict[str, float] = {k: SHORTCUT[k] for k in ("dart_epochs", "dart_alpha")}
 
 
 def prepare_study_context(

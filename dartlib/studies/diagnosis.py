@@ -32,7 +32,7 @@ import pandas as pd
 
 from dartlib.analysis.noise import Estimate, Outcomes, difference
 from dartlib.dart.refiner import DartConfig
-from dartlib.experiments.settings import Settings
+from dartlib.experiments.settings import SHORTCUT, Settings
 from dartlib.reporting.figures import WIDTH, save_figure
 from dartlib.reporting.paper import load_table
 
@@ -52,7 +52,7 @@ class Variant:
 
 # The refiner the diagnosis varies: the cpu profile's Table 1 g_phi when the two claims failed on it
 # (results/cpu/diagnosis.csv), named "table1" among the variants.
-DIAGNOSED: dict[str, Any] = {"epochs": 10, "alpha": 30.0}
+DIAGNOSED: dict[str, Any] = {"epochs": SHORTCUT["dart_epochs"], "alpha": SHORTCUT["dart_alpha"]}
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("table1", "reference", "Table 1's refiner"),

@@ -21,7 +21,7 @@ COPY_QUALITY = 75  # the copy's JPEG quality (../shared/data/cifar10/SOURCE.md)
 METHODS = (("noadapt", "none"), ("bnadapt", "none"), ("bnadapt", "dart"))
 RHOS = (1.0,)  # no label shift: the copy's effect on the images alone
 # Table 1's rows of the same cells (the streams as they are) are borrowed, not computed
-SHARED_RESULTS = ("table1.csv",)
+SHARED_RESULTS = ("table1.csv", "paper_config.csv")
 
 
 def profile_cells(settings: Settings) -> list[Cell]:

@@ -42,7 +42,8 @@ PAPER_NOTE = f"note-iabn{PAPER_IABN_EPOCHS}"
 BLOCK_METHODS: tuple[str, ...] = (*TABLE1_METHODS, PAPER_NOTE)
 IMB_METHODS: tuple[str, ...] = ("noadapt", "bnadapt", "tent")  # the appendix's CIFAR-10C-imb table
 # in this order: the files whose rows carry per-image outcomes first
-SHARED_RESULTS = ("table1.csv", "online_imbalance.csv", "all_corruptions.csv", "diagnosis.csv", "more_settings.csv")
+SHARED_RESULTS = ("table1.csv", "online_imbalance.csv", "all_corruptions.csv", "diagnosis.csv", "more_settings.csv",
+                  "paper_note.csv")
 
 
 def _lt(settings: Settings, seed: int) -> dict:

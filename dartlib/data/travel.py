@@ -63,7 +63,7 @@ ALWAYS_TRAVELLING: tuple[str, ...] = (
 # both select the same files).
 SPARSE_PATTERNS: tuple[str, ...] = (
     "/*", "!/results/*/notebooks/", "!/figures/", "!/docs/", "!/tests/", "!/benchmarks/results/",
-    "!/data/checkpoints/*.pt", "!/data/checkpoints/own-model/", "!*.md", "!/results/cpu/*.outcomes.csv", "/data/paper/*.csv", "/data/paper/*.yaml", "/data/checkpoints/MANIFEST.json",
+    "!/data/checkpoints/*.pt", "!/data/checkpoints/own-model/", "!*.md", "!/results/cpu/**/*.outcomes.csv", "/data/paper/*.csv", "/data/paper/*.yaml", "/data/checkpoints/MANIFEST.json",
     "/notebooks/",
 )
 

@@ -172,8 +172,8 @@ def figure3_caption(*, profile: str = PROFILE) -> str:
     block = paper_config.bnadapt_block(settings=settings, rows=paper_config.paper_config_results(profile=profile, compute=False),
                                        outcomes=folder_outcomes(results_dir(profile)))
     rhos = [f"rho={r:g}" for r in settings["lt_rhos"]]
-    ours = " / ".join(("+" if not str(block.loc["gain, paper g_phi, seeds 0-2", r]).startswith("-") else "")
-                      + str(block.loc["gain, paper g_phi, seeds 0-2", r]) for r in rhos)
+    gains = [str(block.loc["gain, paper g_phi, seeds 0-2", r]) for r in rhos]
+    ours = " / ".join(g if g.startswith("-") else f"+{g}" for g in gains)
     paper = " / ".join(str(block.loc["paper: gain", r]) for r in rhos)
     return (f"*Figure 3, {profile} profile, {refiner_words({k: settings[k] for k in ('dart_epochs', 'dart_alpha')})}, "
             f"seed {settings['seed']} (the paper's configuration; ResNet-26 of width 16, generated CIFAR-10-C, mean over "

@@ -38,8 +38,13 @@ def _scaled(path) -> None:
 
 
 def test_a_source_model_under_another_name_is_set_aside(data_root):
+    """Unlisted (no manifest), the file's own metadata gives it away; listed, the manifest does first."""
     target = data_root / SMOKE
     shutil.copy(data_root / W8, target)
+    with pytest.raises(DamagedFileError, match=rf"{SMOKE} is damaged: its sha256 differs from the one MANIFEST"):
+        load_checkpoint(target)
+    (data_root / "MANIFEST.json").unlink()
+    next(data_root.glob(f"{SMOKE}.refused-*")).rename(target)
     with pytest.raises(CheckpointMismatchError, match=rf"{SMOKE} does not match: it holds resnet26-w8 .* would be "
                                                       rf"named {W8}; set aside as {SMOKE}\.refused-\d+-[0-9a-f]{{8}}"):
         load_checkpoint(target)
@@ -189,3 +194,15 @@ def test_artefacts_verify_exits_with_the_documented_statuses(tmp_path, monkeypat
     assert status() == 3 and "absent" in documented[3]
     _scaled(tmp_path / SMOKE)
     assert status() == 4 and "sha256 differs" in documented[4]  # damaged before missing
+
+
+def test_a_listed_file_is_compared_with_the_manifest_before_it_is_unpickled(data_root, monkeypatch):
+    """The sha256 check comes first: bytes that are not the committed ones never reach torch.load."""
+    path = data_root / SMOKE
+    _scaled(path)
+    unpickled = []
+    real = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: unpickled.append(a[0]) or real(*a, **k))
+    with pytest.raises(DamagedFileError, match="sha256 differs from the one MANIFEST.json records"):
+        load_weights(path)
+    assert unpickled == [] and not path.exists()

@@ -46,6 +46,10 @@ def test_a_refiner_copied_over_another_name_is_refused_and_set_aside(smoke_dir):
     good, _ = intermediate._load(smoke_dir / OTHER, checkpoint=ckpt)
     assert good.config == _config(COMMITTED_DIR / OTHER)
     shutil.copy(smoke_dir / OTHER, smoke_dir / ALPHA_01)  # another smoke refiner under alpha 0.1's name
+    with pytest.raises(DamagedFileError, match=rf"{ALPHA_01} is damaged: its sha256 differs from the one MANIFEST"):
+        intermediate._load(smoke_dir / ALPHA_01, checkpoint=ckpt)  # listed: the manifest refuses it first
+    (smoke_dir / "MANIFEST.json").unlink()  # unlisted (a cached refiner): its own config gives it away
+    next(smoke_dir.glob(f"{ALPHA_01}.refused-*")).rename(smoke_dir / ALPHA_01)
     with pytest.raises(DamagedFileError, match=rf"{ALPHA_01} is damaged: it holds another refiner \(dart, alpha "
                                                rf".*whose name is {OTHER}; set aside as {ALPHA_01}\.refused-"):
         intermediate._load(smoke_dir / ALPHA_01, checkpoint=ckpt)

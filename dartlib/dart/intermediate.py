@@ -41,7 +41,7 @@ from dartlib.data.sources import Dataset
 from dartlib.devices import autocast, default_device, resident
 from dartlib.models.backbones import GroupedBNAdapted, frozen_bn_adapted
 from dartlib.data.augmentation import images_to_float, to_tensor
-from dartlib.models.artefacts import manifest_problem, refused, weights_digest
+from dartlib.models.artefacts import refused, weights_digest
 from dartlib.models import states
 from dartlib.models.checkpoints import load_weights, save_weights
 from dartlib.models.training import cosine_lr
@@ -557,9 +557,6 @@ def _load(path: Path, *, checkpoint: Path, tag: str = "") -> tuple[Refiner, list
             problem = f"its weights or settings do not make a refiner ({first[:160]})"
     if problem is not None:
         raise refused(path, problem, anew="run the same command again: it trains the refiner anew") from None
-    listed = manifest_problem(path)
-    if listed is not None:
-        raise refused(path, listed, anew="", listed=True)
     return refiner, blob["log"]
 
 

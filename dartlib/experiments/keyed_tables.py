@@ -63,8 +63,9 @@ def _table_digest(path: Path) -> str:
 
 
 def is_current(path: Path, *, inputs: str) -> bool:
-    """Whether ``path`` exists, was computed from ``inputs`` and is as it was written (where its
-    stamp records the table's digest)."""
+    """Whether ``path`` exists, was computed from ``inputs`` and is as it was written: its stamp's
+    second line records the table's sha256. A stamp without it (written before tables were sealed)
+    cannot tell an altered table from the one computed, so its table is computed again."""
     path, stamp = Path(path), stamp_path(path)
     if not (path.is_file() and stamp.is_file()):
         return False
@@ -72,9 +73,11 @@ def is_current(path: Path, *, inputs: str) -> bool:
     if lines[0].strip() != inputs:
         return False
     recorded = lines[1].strip() if len(lines) > 1 else ""
-    if recorded and recorded != f"sha256 {_table_digest(path)}":
-        warnings.warn(f"{path}: altered after it was computed (its sha256 is not the one {stamp.name} records); "
-                      "it is computed again", AlteredTableWarning, stacklevel=2)
+    if recorded != f"sha256 {_table_digest(path)}":
+        why = (f"its sha256 is not the one {stamp.name} records" if recorded else
+               f"{stamp.name} records no sha256 of it, written before tables were sealed")
+        warnings.warn(f"{path}: cannot be shown to be the table computed ({why}); it is computed again",
+                      AlteredTableWarning, stacklevel=2)
         return False
     return True
 

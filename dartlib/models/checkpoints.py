@@ -26,14 +26,21 @@ def load_weights(path: Path | str, *, map_location: str = "cpu", required: tuple
     """``torch.load`` with ``weights_only=True``: tensors and plain values only, so a shared or
     downloaded checkpoint cannot run code. Metadata saved by earlier versions holds
     ``torch.__version__`` as a ``TorchVersion`` (a ``str`` subclass), allowed here by name.
-    A truncated or foreign file, or one without the entries ``required``, raises
+    A file that a ``MANIFEST.json`` lists is compared with the sha256 recorded there before a byte
+    of it is unpickled (:func:`dartlib.models.artefacts.manifest_problem`) and refused, set aside,
+    when it differs. A truncated or foreign file, or one without the entries ``required``, raises
     :class:`~dartlib.data.files.DamagedFileError` naming it."""
     import pickle
     import zipfile
 
     from torch.torch_version import TorchVersion
 
+    from dartlib.models.artefacts import manifest_problem, refused
+
     path = Path(path)
+    listed = manifest_problem(path) if path.is_file() else None
+    if listed is not None:
+        raise refused(path, listed, anew="", listed=True)
     try:
         with torch.serialization.safe_globals([TorchVersion]):
             blob = torch.load(path, map_location=map_location, weights_only=True)
@@ -183,7 +190,6 @@ def load_checkpoint(path: Path | str, *, device: str = "cpu", expect: dict | Non
     ``expect``. A file that fails the first two checks is not what its name says: it is set aside
     (:func:`dartlib.data.files.set_aside`) and never used, and the error names it (issue 62); one
     that is only not what the caller asks for (``expect``) is left in place."""
-    from dartlib.models.artefacts import manifest_problem, refused
 
     path = Path(path)
     blob = load_weights(path, map_location=device, required=("model", "meta"))
@@ -196,9 +202,6 @@ def load_checkpoint(path: Path | str, *, device: str = "cpu", expect: dict | Non
         check_state_shapes(path, meta, model.state_dict(), blob["model"])
     except DamagedFileError as err:
         raise _set_aside(err) from None
-    listed = manifest_problem(path)
-    if listed is not None:
-        raise refused(path, listed, anew="", listed=True)
     check_source_meta(path, meta, expect=expect)
     model.load_state_dict(blob["model"])
     return model.eval(), meta

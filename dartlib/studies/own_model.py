@@ -39,7 +39,7 @@ from dartlib.data import load
 from dartlib.data.sources import Dataset
 from dartlib.data.augmentation import to_tensor
 from dartlib.data.protocols import TEST_BATCH_SIZE, long_tailed
-from dartlib.models.artefacts import COMMITTED_DIR as _CHECKPOINTS, manifest_problem, refused
+from dartlib.models.artefacts import COMMITTED_DIR as _CHECKPOINTS, refused
 from dartlib.models.checkpoints import load_or_train
 from dartlib.paths import data_root
 from dartlib.provenance import cpu_model_name
@@ -167,9 +167,6 @@ def load_or_train_briefly(images: np.ndarray, labels: np.ndarray, *, num_classes
             problem = f"its weights are not those of this {arch} ({str(err).strip().splitlines()[0][:160]})"
     if problem is not None:
         raise refused(path, problem, anew="run the same command again: it trains the model anew")
-    listed = manifest_problem(path)
-    if listed is not None:
-        raise refused(path, listed, anew="", listed=True)
     return model.to(device), {**blob["meta"], "path": path, "reused": existed}
 
 

@@ -29,7 +29,7 @@ from torch.nn import functional as F
 from dartlib import __version__
 from dartlib.dart.refiner import Refiner
 from dartlib.data.files import DamagedFileError
-from dartlib.models.artefacts import manifest_problem, refused
+from dartlib.models.artefacts import refused
 from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted, set_trainable
 from dartlib.models import states
@@ -246,9 +246,6 @@ def load_or_finetune_iabn(
             problem = f"its weights are not those of this model ({str(err).strip().splitlines()[0][:160]})"
     if problem is not None:
         raise refused(path, problem, anew="run the same command again: it fine-tunes the copy anew")
-    listed = manifest_problem(path)
-    if listed is not None:
-        raise refused(path, listed, anew="", listed=True)
     return net.eval(), blob["meta"]
 
 

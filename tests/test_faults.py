@@ -6,6 +6,7 @@ one error type naming the file and the remedy, nothing half-written, nothing sil
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import multiprocessing
 import os
@@ -285,6 +286,8 @@ def test_truncated_labels_file_names_it(tiny_corrupted):
 
 @pytest.mark.parametrize("text", ['{"severities": [5], "rows_per', '{"classes": []}', "[1, 2]"])
 def test_damaged_manifest_names_it(tiny_corrupted, text):
+    for array in tiny_corrupted.glob("*.npy"):  # a generated set records each file's sha256
+        (tiny_corrupted / f"{array.name}.sha256").write_text(hashlib.sha256(array.read_bytes()).hexdigest() + "\n")
     (tiny_corrupted / "manifest.json").write_text(text)
     with pytest.raises(DamagedFileError, match=r"manifest\.json is damaged"):
         load("fmnistc", corruption="gaussian_noise", severity=5)

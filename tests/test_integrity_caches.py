@@ -13,7 +13,7 @@ import pytest
 from dartlib.data import protocols
 from dartlib.data.files import CacheDiscardedWarning, DamagedFileError
 from dartlib.data.prepare import prepare_corrupted
-from dartlib.data.sources import load
+from dartlib.data.sources import UncheckedDataWarning, load
 
 
 def _write_idx(path, array):
@@ -75,3 +75,41 @@ def test_a_stored_protocol_that_fails_its_check_is_drawn_again(tmp_path):
     path.write_bytes(path.read_bytes()[:40])  # cut short
     with pytest.warns(CacheDiscardedWarning, match="is unreadable"):
         assert np.array_equal(protocols.cached("lt", LABELS, cache_dir=tmp_path, rho=10, seed=0), drawn)
+
+
+def test_a_generated_file_without_its_record_is_refused_and_generated_again(generated):
+    """A set generated before each file's sha256 was recorded cannot be checked: refused, set aside,
+    and the documented command generates the file again."""
+    (generated / "contrast.npy.sha256").unlink()
+    with pytest.raises(DamagedFileError, match=r"contrast\.npy is damaged: it has no contrast\.npy\.sha256 beside it"):
+        load("fmnistc", corruption="contrast", severity=5)
+    assert not (generated / "contrast.npy").exists()
+    prepare_corrupted("fmnistc", severities=[5], corruptions=["contrast"], seed=0, workers=1)
+    assert load("fmnistc", corruption="contrast", severity=5).images.shape == (6, 32, 32, 3)
+
+
+@pytest.fixture()
+def official(tmp_path, monkeypatch):
+    """Files in the official CIFAR-10-C layout placed by hand: no manifest, no sha256 records."""
+    from dartlib.data import sources
+
+    monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("DART_CIFAR10C_DIR", raising=False)
+    monkeypatch.setattr(sources, "_UNCHECKED_FOLDERS", set())
+    folder = tmp_path / "CIFAR-10-C"
+    folder.mkdir()
+    np.save(folder / "fog.npy", np.random.default_rng(0).integers(0, 256, (10, 32, 32, 3), dtype=np.uint8))
+    np.save(folder / "labels.npy", np.arange(10, dtype=np.uint8))
+    return folder
+
+
+def test_official_files_without_records_are_checked_for_their_layout_and_said_unchecked(official):
+    with pytest.warns(UncheckedDataWarning, match=r"CIFAR-10-C: CIFAR-C files without sha256 records .*data download"):
+        assert load("cifar10c", corruption="fog", severity=5).images.shape == (2, 32, 32, 3)
+    np.save(official / "fog.npy", np.zeros((10, 32, 32), np.uint8))  # grey images: not the release's layout
+    with pytest.raises(DamagedFileError, match=r"fog\.npy is damaged: uint8 images of shape \(10, 32, 32\)"):
+        load("cifar10c", corruption="fog", severity=5)
+    np.save(official / "fog.npy", np.zeros((12, 32, 32, 3), np.uint8))
+    np.save(official / "labels.npy", np.zeros(12, np.uint8))
+    with pytest.raises(DamagedFileError, match="12 rows, not the five severities stacked"):
+        load("cifar10c", corruption="fog", severity=5)

@@ -13,6 +13,7 @@ from PIL import Image
 
 from dartlib.data import sources
 from dartlib.data.prepare import prepare_corrupted
+from dartlib.data.files import DamagedFileError
 from dartlib.data.sources import DataMissingError, load
 from dartlib.paths import SHARED_DIR
 from dartlib.registry import UnknownNameError
@@ -230,7 +231,15 @@ def test_zenodo_download_verifies_md5_and_unpacks(data_root, tmp_path):
     folder = dl.download_corrupted("cifar10c", api=api.as_uri() + "/")
     assert folder == data_root / "CIFAR-10-C"
     assert load("cifar10c", corruption="fog", severity=5).images.shape == (2, 32, 32, 3)
+    assert sorted(p.name for p in folder.glob("*.sha256")) == ["fog.npy.sha256", "labels.npy.sha256"]
+    fog = np.load(folder / "fog.npy")
+    fog[0, 0, 0, 0] = 7  # an unpacked file altered since: its recorded sha256 catches it
+    np.save(folder / "fog.npy", fog)
+    with pytest.raises(DamagedFileError, match=r"fog\.npy is damaged: its sha256 differs"):
+        load("cifar10c", corruption="fog", severity=5)
+    shutil.rmtree(folder)
 
+    dl.download_corrupted("cifar10c", api=api.as_uri() + "/")
     with pytest.raises(FileExistsError, match="not empty"):  # never unpacked over a folder
         dl.download_corrupted("cifar10c", api=api.as_uri() + "/")
     shutil.rmtree(folder)

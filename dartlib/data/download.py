@@ -17,8 +17,8 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from dartlib.data.files import atomic_path
-from dartlib.data.sources import corrupted_dir
+from dartlib.data.files import atomic_path, sha256_bytes_of, write_text_atomic
+from dartlib.data.sources import _record_path, corrupted_dir
 from dartlib.paths import data_root
 
 ZENODO_API = "https://zenodo.org/api/records/"
@@ -60,7 +60,8 @@ def zenodo_file(record: str, name: str, *, api: str = ZENODO_API) -> tuple[str, 
 
 
 def download_corrupted(name: str, *, api: str = ZENODO_API) -> Path:
-    """Fetch CIFAR-10-C / CIFAR-100-C, verify its md5, unpack it where the loader looks. The
+    """Fetch CIFAR-10-C / CIFAR-100-C, verify its md5, unpack it where the loader looks, each
+    file's sha256 recorded beside it (``<file>.sha256``) so that every later read checks it. The
     archive is unpacked into a fresh folder beside the target and renamed to it; a target that
     exists with files in it is never replaced (it may be a folder the user named)."""
     target = corrupted_dir(name)
@@ -85,6 +86,8 @@ def download_corrupted(name: str, *, api: str = ZENODO_API) -> Path:
         with tarfile.open(archive) as tar:
             tar.extractall(staging, filter="data")
         unpacked = next(p for p in staging.rglob("labels.npy")).parent
+        for array in sorted(unpacked.glob("*.npy")):  # from the md5-checked archive: checked at each read after
+            write_text_atomic(_record_path(array), sha256_bytes_of(array) + "\n")
         os.replace(unpacked, target)  # an empty target folder is replaced, a non-empty one refused
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -321,7 +322,6 @@ def _cached_folder(tag: str, root: Path, size: int | None) -> tuple[np.ndarray, 
     """Decode an image folder once; later loads read a compressed cache under the data root,
     checked at each read (:func:`_cache_problem`): a cache that fails is discarded, with one
     :class:`CacheDiscardedWarning` naming it, and the folder decoded again."""
-    import warnings
 
     cache = _cache_path(f"{tag}-{size}", root)
     if cache.is_file():
@@ -436,6 +436,8 @@ def load_corrupted(name: str, *, corruption: str, severity: int = 5, split: str 
     if labels.shape[0] != data.shape[0]:
         raise DamagedFileError(labels_file, f"{labels.shape[0]} labels for the {data.shape[0]} images of {data_file.name}",
                                remedy)
+    if not (folder / MANIFEST).is_file():
+        _check_official_layout(data_file, data, labels, remedy=remedy)
     if severity not in rows:
         raise DataMissingError(name, data_file, f"severity {severity} is not in this file (it has {sorted(rows)}); "
                                + severities_remedy(name, folder, sorted({*rows, severity})))
@@ -446,19 +448,52 @@ def load_corrupted(name: str, *, corruption: str, severity: int = 5, split: str 
 
 
 def generated_file_problem(path: Path) -> str:
-    """What is wrong with a file of a generated corrupted set (:mod:`dartlib.data.prepare`), or "":
-    its bytes against the sha256 recorded beside it when it was written (``<file>.sha256``), hashed
-    once per process (:func:`dartlib.data.files.sha256_once`). A file without a record (the official
-    CIFAR-C files, checked by md5 as an archive when downloaded; a set generated before records were
-    kept) is not checked."""
+    """What is wrong with a file of a corrupted set, or "": its bytes against the sha256 recorded
+    beside it (``<file>.sha256``) when it was generated (:mod:`dartlib.data.prepare`) or unpacked
+    from the md5-checked archive (:func:`dartlib.data.download.download_corrupted`), hashed once per
+    process (:func:`dartlib.data.files.sha256_once`). A generated set's file without a record
+    (generated before records were kept) cannot be checked and is refused; official files placed
+    by hand have none and are checked for the official layout only (:func:`_check_official_layout`)."""
     record = _record_path(path)
     if not record.is_file():
+        if (path.parent / MANIFEST).is_file():
+            return (f"it has no {record.name} beside it (generated before each file's sha256 was recorded), so its "
+                    "bytes cannot be checked")
         return ""
     recorded = record.read_text().strip()
     if sha256_once(path) != recorded:
         return (f"its sha256 differs from the one {record.name} recorded when it was generated (altered or damaged "
                 "since)")
     return ""
+
+
+_UNCHECKED_FOLDERS: set[Path] = set()
+
+
+class UncheckedDataWarning(UserWarning):
+    """Official CIFAR-C files without sha256 records: their layout is checked, their bytes cannot be."""
+
+
+def _check_official_layout(data_file: Path, data: np.ndarray, labels: np.ndarray, *, remedy: str) -> None:
+    """Files of the official CIFAR-C release (``<corruption>.npy`` of uint8 images, N x 32 x 32 x 3 with
+    the five severities stacked, and ``labels.npy``): a file of another layout is refused naming it. Where
+    no sha256 was recorded at unpacking (files placed by hand), a warning says once per folder that their
+    bytes are not checked; rows computed from them are still keyed by the images' digest."""
+    problems = []
+    if data.dtype != np.uint8 or data.ndim != 4 or data.shape[3] != 3 or data.shape[1:3] != (32, 32):
+        problems.append(f"{data.dtype} images of shape {data.shape} (the release has uint8 N x 32 x 32 x 3)")
+    elif data.shape[0] % 5:
+        problems.append(f"{data.shape[0]} rows, not the five severities stacked (a multiple of 5)")
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        problems.append(f"labels.npy holds {labels.dtype} of shape {labels.shape}, not one integer label per image")
+    if problems:
+        raise DamagedFileError(data_file, "; ".join(problems), remedy)
+    folder = data_file.parent
+    if folder not in _UNCHECKED_FOLDERS and not _record_path(data_file).is_file():
+        _UNCHECKED_FOLDERS.add(folder)
+        warnings.warn(f"{folder}: CIFAR-C files without sha256 records (placed by hand): their layout is checked, "
+                      "their bytes cannot be; `python -m dartlib data download <dataset>` into an empty folder unpacks "
+                      "the md5-checked archive and records them", UncheckedDataWarning, stacklevel=3)
 
 
 def severities_remedy(name: str, folder: Path, severities: list[int]) -> str:
@@ -555,7 +590,6 @@ def load_imagenet(*, split: str = "train", per_class: int | None = 50, seed: int
     if arrays is not None and record.is_file() and record.read_text().strip() != _contents_digest(*arrays):
         cache.unlink()
         record.unlink()
-        import warnings
 
         warnings.warn(f"{cache}: the decoded cache of {folder} has contents that do not match the sha256 in "
                       f"{record.name}; discarded: the images are decoded again (nothing to do)", CacheDiscardedWarning,

@@ -69,7 +69,7 @@ import yaml
 from dartlib.analysis.noise import NAN, SE_SENTENCE, Estimate, Outcomes, combination, critical
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.grid import read_results
-from dartlib.experiments.settings import SHORTCUT, refiner_words
+from dartlib.experiments.settings import ABLATION_SHORTCUT, SHORTCUT, refiner_words
 from dartlib.experiments.outcomes import folder_outcomes
 from dartlib.paths import REPO_ROOT, results_dir
 from dartlib.profiles import load_profile
@@ -789,11 +789,17 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
 
     main = f"g_phi {params.get('dart_epochs')} epochs at alpha {params.get('dart_alpha'):g}" + (
         f" (recorded: {params['recorded']})" if params.get("recorded") else " (the profile file's; no record of the rows')")
-    ablation = f"g_phi {params.get('ablation_epochs')} epochs at alpha {params.get('ablation_alpha'):g}"
     held = set(params.get("shortcut_studies") or [])
 
     def main_of(study: str) -> str:  # a study the profile still holds at the former shortcut says so
         return f"the former shortcut, {refiner_words(SHORTCUT)} (shortcut_studies)" if study in held else main
+
+    def ablation_of(study: str) -> str:
+        values = {**params, **ABLATION_SHORTCUT} if study in held else params
+        words = f"g_phi {values.get('ablation_epochs')} epochs at alpha {values.get('ablation_alpha'):g}"
+        return f"the former shortcut, {words} (shortcut_studies)" if study in held else words
+
+    ablation = ablation_of("sensitivity")
 
     parts = {
         "table1": f"Table 1: {main}, {n('table1_corruptions')} corruptions, NOTE's IABN {params.get('note_finetune_epochs')} "
@@ -801,10 +807,10 @@ def judged_configuration(*, params: dict, experiments: list[str]) -> str:
         "online_imbalance": f"CIFAR-10C-imb: {main_of('online_imbalance')}, {n('online_corruptions')} corruptions (TENT, SAR, ODS on "
                             f"{n('split_tta_corruptions')})",
         "more_settings": f"{main_of('more_settings')}; MEMO on {n('memo_corruptions')} corruptions, CIFAR-10C-imb on {n('imb_corruptions')}",
-        "ablations": f"ablation refiners: {ablation}, {n('ablation_corruptions')} corruptions",
+        "ablations": f"ablation refiners: {ablation_of('ablations')}, {n('ablation_corruptions')} corruptions",
         "sensitivity": f"sensitivity refiners: {ablation}, one setting changed at a time, "
                        f"{n('sensitivity_corruptions')} corruptions",
-        "sensitivity_tent": f"TENT+DART with the alpha table's refiners (g_phi {params.get('ablation_epochs')} epochs at the table's alpha), "
+        "sensitivity_tent": f"TENT+DART with the alpha table's refiners ({ablation}, each at the table's alpha), "
                             f"{n('tent_corruptions')} corruptions",
         "sensitivity_batch": f"test batches: {ablation}, {n('tent_corruptions')} corruptions",
         "intermediate_training": f"{main}",

@@ -48,15 +48,29 @@ def dart_config(params: Mapping[str, Any], **overrides: Any) -> DartConfig:
 # 10 epochs at alpha 30, NOTE's IABN 1 epoch. Kept as a named variant: its rows stay, labelled, and a study
 # a profile lists in ``shortcut_studies`` still runs it until its rows at the profile's own g_phi are computed.
 SHORTCUT: dict[str, Any] = {"dart_epochs": 10, "dart_alpha": 30.0, "note_finetune_epochs": 1}
-# The studies that can be held at :data:`SHORTCUT` (``shortcut_studies``): each one's name as its results file,
-# grid or keyed table names it, with the notebook that shows it.
+# The cpu profile's refiners of notebooks 07 and 08 before the paper's (50 epochs at alpha 0.1) became their
+# own: every variant 2 epochs at alpha 10, the epochs table up to 10 epochs.
+ABLATION_SHORTCUT: dict[str, Any] = {"ablation_epochs": 2, "ablation_alpha": 10.0, "epochs_grid": [1, 2, 5, 10]}
+# The studies that can be held at a shortcut (``shortcut_studies``): each one's name as its results file,
+# grid or keyed table names it, with the notebook that shows it and the shortcut it is held at.
 SHORTCUT_STUDIES: dict[str, str] = {
     "more_settings": "09", "all_corruptions": "09", "costs": "10", "online_imbalance": "11",
+    "ablations": "07", "sensitivity": "08",
 }
+_HELD_AT: dict[str, dict[str, Any]] = {"ablations": ABLATION_SHORTCUT, "sensitivity": ABLATION_SHORTCUT}
+
+
+def shortcut_of(study: str) -> dict[str, Any]:
+    """The shortcut ``study`` is held at where a profile lists it in ``shortcut_studies``."""
+    return _HELD_AT.get(study, SHORTCUT)
 
 
 def refiner_words(values: Mapping[str, Any]) -> str:
-    """g_phi's epochs and alpha (and NOTE's IABN epochs where set) of ``values``, in words."""
+    """g_phi's epochs and alpha (and NOTE's IABN epochs where set) of ``values``, in words: the main
+    refiner's keys, or the ablation refiners' (``ablation_epochs``, ``ablation_alpha``)."""
+    if "dart_epochs" not in values and "ablation_epochs" in values:
+        return (f"every ablation refiner g_phi {values['ablation_epochs']} epochs at alpha "
+                f"{float(values['ablation_alpha']):g}")
     text = f"g_phi {values.get('dart_epochs')} epochs at alpha {float(values.get('dart_alpha')):g}"
     return text + (f", NOTE's IABN {values['note_finetune_epochs']} epoch(s)" if "note_finetune_epochs" in values else "")
 
@@ -102,19 +116,19 @@ class Settings:
         return Settings.from_params({**self.values, **values})
 
     def for_study(self, study: str) -> Settings:
-        """The settings ``study`` runs with: :data:`SHORTCUT` on top where the profile lists it in
+        """The settings ``study`` runs with: its shortcut (:func:`shortcut_of`) on top where the profile lists it in
         ``shortcut_studies`` (its rows at the profile's own g_phi are not computed yet), else these."""
         if study not in SHORTCUT_STUDIES:
             from dartlib.registry import unknown_name_message
 
             raise KeyError(unknown_name_message("study that can be held at the shortcut", study, SHORTCUT_STUDIES))
-        return self.replace(**SHORTCUT) if study in (self.get("shortcut_studies") or []) else self
+        return self.replace(**shortcut_of(study)) if study in (self.get("shortcut_studies") or []) else self
 
     def held_at_shortcut(self, study: str) -> str:
         """One line for ``study``'s page where the profile holds it at :data:`SHORTCUT`, else ""."""
         if self.for_study(study) is self:
             return ""
-        return (f"{study}: these rows use the former shortcut ({refiner_words(SHORTCUT)}), not the {self.profile} "
+        return (f"{study}: these rows use the former shortcut ({refiner_words(shortcut_of(study))}), not the {self.profile} "
                 f"profile's own g_phi: its rows with that one are not computed yet "
                 f"(notebooks/profiles/{self.profile}.yaml, shortcut_studies)")
 

@@ -208,6 +208,54 @@ def ablation_tables(*, results: pd.DataFrame, settings: Settings) -> dict[str, p
     return rendered
 
 
+def _paper_gains() -> dict[tuple[str, str], float]:
+    """{(variant, column): the paper's accuracy of BNAdapt + variant minus BNAdapt's} over its tables."""
+    gains = {}
+    for name in ABLATION_TABLES:
+        paper = load_table(name).assign(column=lambda t: stream_column(t))
+        base = paper[paper.refiner == "none"].set_index("column").accuracy
+        for row in paper[paper.refiner != "none"].itertuples():
+            gains[(row.refiner, row.column)] = row.accuracy - base.get(row.column, np.nan)
+    return gains
+
+
+def gains_beside_shortcut(*, results: pd.DataFrame, settings: Settings) -> pd.DataFrame | None:
+    """Each variant's gain over BNAdapt (mean over corruptions ± SE, paired image by image:
+    :func:`dartlib.analysis.noise.difference`) at the profile's ablation refiners beside the same
+    gain at the former shortcut (:data:`~dartlib.experiments.settings.ABLATION_SHORTCUT`, its rows
+    kept in ``results/<profile>/shortcut/ablations.csv``), the change between them (paired: same
+    streams, same BNAdapt) and the paper's gain; None where the profile keeps no such rows or runs
+    the shortcut itself."""
+    from dartlib.analysis.noise import difference
+    from dartlib.experiments.grid import read_results
+    from dartlib.experiments.outcomes import checked_outcomes
+    from dartlib.experiments.settings import ABLATION_SHORTCUT
+
+    former_path = results_dir(settings.profile) / "shortcut" / "ablations.csv"
+    short = settings.replace(**ABLATION_SHORTCUT)
+    if not former_path.is_file() or ablation_base_config(short) == ablation_base_config(settings):
+        return None
+    former = read_results(former_path).assign(config="former")
+    former = former.assign(column=stream_column(former))
+    own = results.assign(config="own")
+    outcomes = {**checked_outcomes(former, former_path),
+                **checked_outcomes(results, results_dir(settings.profile) / "ablations.csv")}
+    both, paper = pd.concat([former, own], ignore_index=True), _paper_gains()
+    words = {c: f"{x['ablation_epochs']} epochs, alpha {x['ablation_alpha']:g}"
+             for c, x in (("former", short), ("own", settings))}
+    out = []
+    for variant in VARIANTS:
+        for column in dict.fromkeys(own.column):
+            pick = {c: tuple(both[(both.config == c) & (both.column == column) & (both.refiner == r)]
+                             for r in (variant, "none")) for c in ("former", "own")}
+            gain = {c: difference(*pick[c], outcomes=outcomes) for c in pick}
+            change = difference(pick["own"][0], pick["former"][0], outcomes=outcomes)
+            out.append({"variant": variant, "stream": column, words["former"]: gain["former"].text(missing="not run"),
+                        words["own"]: gain["own"].text(missing="not run"), "change": change.text(missing=""),
+                        "paper": f"{paper[(variant, column)]:+.1f}" if (variant, column) in paper else ""})
+    return pd.DataFrame(out)
+
+
 def plot_variant_gains(*, ours: pd.DataFrame, settings: Settings) -> plt.Figure:
     """Bars of each variant's accuracy minus BNAdapt's (``ours``: refiner x column means), saved
     as ``figures/<profile>/ablations_gain``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -97,3 +98,30 @@ def test_the_engines_cells_give_the_shared_streams_numbers_for_every_variant(tin
     additive = rows[rows.refiner == "dart-additive"].accuracy.to_numpy(float)
     assert (np.abs(additive - rows[rows.refiner == "none"].accuracy.to_numpy(float)) > 1).any()
     assert rows.accuracy.nunique() > 8  # the variants differ: a refiner left out or mixed up would show
+
+
+def test_each_variant_gain_is_printed_beside_the_former_shortcut_from_the_committed_rows():
+    """cpu: the former 2-epoch rows (results/cpu/shortcut/) beside the profile's own; the former
+    column is the paired gain of those rows, the change is paired too; smoke keeps none."""
+    from pathlib import Path
+
+    from dartlib.analysis.noise import difference
+    from dartlib.experiments.grid import read_results
+    from dartlib.experiments.outcomes import checked_outcomes
+    from dartlib.experiments.settings import Settings
+    from dartlib.studies.ablations import gains_beside_shortcut, stream_column
+
+    assert gains_beside_shortcut(results=pd.DataFrame(), settings=Settings.from_profile("smoke")) is None
+    settings = Settings.from_profile("cpu")
+    own = read_results(Path("results/cpu/ablations.csv"))
+    former_path = Path("results/cpu/shortcut/ablations.csv")
+    former = read_results(former_path)
+    table = gains_beside_shortcut(results=own.assign(column=stream_column(own)), settings=settings)
+    assert list(table.columns) == ["variant", "stream", "2 epochs, alpha 10", "50 epochs, alpha 0.1", "change", "paper"]
+    assert len(table) == 7 * 7 and set(table.variant) == set(VARIANTS)
+    pick = (former.shift == "lt") & (former.shift_param == 100)
+    expected = difference(former[pick & (former.refiner == "dart")], former[pick & (former.refiner == "none")],
+                          outcomes=checked_outcomes(former, former_path))
+    row = table[(table.variant == "dart") & (table.stream == "LT 100")].iloc[0]
+    assert row["2 epochs, alpha 10"] == expected.text() and row["paper"] == "+18.1"
+    assert "not run" not in set(table["50 epochs, alpha 0.1"]) and all(table.change.str.contains("±"))

@@ -13,13 +13,13 @@ import pytest
 from dartlib.paths import REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.registry import UnknownNameError
-from dartlib.book import site as book
+from dartlib.book import gallery, site as book
 
 
 def test_every_committed_figure_has_a_caption_naming_what_it_reproduces():
     names = {p.stem for p in (REPO_ROOT / "figures").glob("*/*.png")}
     assert names, "no committed figures found"
-    assert sorted(names - set(book.FIGURE_CAPTIONS)) == []
+    assert sorted(names - set(gallery.FIGURE_CAPTIONS)) == []
 
 
 def test_markdown_table_rounds_and_marks_missing_cells():
@@ -35,7 +35,7 @@ def test_repository_links_become_code_spans_and_web_links_stay():
 
 
 def test_favicon_is_a_png_that_decodes():
-    data = book.favicon_png(size=16)
+    data = (book.ASSETS / "favicon.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (16, 16)
@@ -99,7 +99,7 @@ def test_every_figure_is_shown_at_one_scale(tmp_path):
         ax.plot([0, 1], [0, 1])
         fig.savefig(tmp_path / f"{name}.png", bbox_inches=None)
         plt.close(fig)
-        widths[name] = book.shown_width_percent(tmp_path / f"{name}.png")
+        widths[name] = gallery.shown_width_percent(tmp_path / f"{name}.png")
     assert widths["full"] == 100
     assert abs(widths["half"] - 100 * figures.HALF_WIDTH / figures.WIDTH) <= 2  # bbox "tight" trims a little
 
@@ -197,7 +197,7 @@ def _severities(text: str) -> set[int]:
 
 def test_each_caption_names_only_what_its_figure_plots(tmp_path, monkeypatch):
     drawn = _smoke_figures(tmp_path, monkeypatch)
-    entries = {f.stem: f for f in book.GALLERY}
+    entries = {f.stem: f for f in gallery.GALLERY}
     assert len(drawn) >= 9
     problems = []
     for stem, fig in drawn.items():

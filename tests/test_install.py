@@ -104,7 +104,8 @@ def test_the_wheel_installs_alone_and_writes_nothing_beside_itself(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
     assert tops == {"dartlib", wheel.name.split("-py3")[0] + ".dist-info"}, tops  # no top-level data, tests, notebooks
-    assert {"dartlib/paths.py", "dartlib/dart/fit.py", "dartlib/tta/wrap.py", "dartlib/extras.py"} <= set(names)
+    assert {"dartlib/paths.py", "dartlib/dart/fit.py", "dartlib/tta/wrap.py", "dartlib/extras.py",
+            "dartlib/book/assets/dart-book.css", "dartlib/book/assets/conf.py.in"} <= set(names)
     assert not [n for n in names if n.endswith((".pt", ".csv", ".ipynb"))]  # the checkout's artefacts stay there
     metadata = zipfile.ZipFile(wheel).read(f"{wheel.name.split('-py3')[0]}.dist-info/METADATA").decode()
     assert "Requires-Dist: torch>=2.2" in metadata and "Provides-Extra: notebooks" in metadata

@@ -6,7 +6,7 @@ paper's, its verdict and every check with its margin in standard errors), a gall
 captioned with the paper figure it reproduces), the deviations from the paper's settings, and the
 rendered tables (Table 1 with its per-corruption tables (Appendix, Tables 19 to 21), the cost table
 (Appendix, "additional cost"), every other table). The claims ledger is evaluated once per set of
-inputs (:func:`ledger_table`) and both pages read that one evaluation.
+inputs (:func:`dartlib.book.ledger_cache.ledger_table`) and both pages read that one evaluation.
 
 Nothing is executed: the book shows what the notebooks showed when they ran
 (``results/<profile>/notebooks/``, committed; on the smoke profile the committed notebooks, each
@@ -16,26 +16,22 @@ at the top and names the command. ``python -m dartlib book --profile cpu`` (``ma
 PROFILE=cpu``) writes ``build/book/<profile>/html/index.html``, printing each stage and progress
 bars over the pages Sphinx reads and writes.
 
-Every screen: the book's stylesheet (:data:`BOOK_CSS`) wraps code spans and headings and keeps wide
+Every screen: the book's stylesheet (``dartlib/book/assets/dart-book.css``) wraps code spans and headings and keeps wide
 tables in their own scroll box, so that no page scrolls sideways at a phone's width (390 px);
 tables say what their columns are (rho, IR) and are titled by their content
 (:data:`RENDERED_TABLES`); gallery figures link to their full-size image; search excerpts are
-taken from the page's article (:data:`BOOK_JS`). ``tests/test_browser.py`` checks all of it at
+taken from the page's article (``dartlib/book/assets/dart-book.js``). ``tests/test_browser.py`` checks all of it at
 1280 and 390 px.
 """
 
 from __future__ import annotations
 
-import contextlib
 import html
 import math
 import os
 import re
 import shutil
-import struct
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import jupyter_server_mathjax
@@ -43,166 +39,23 @@ import pandas as pd
 
 from dartlib.analysis.noise import SE_SENTENCE
 from dartlib.book import answer, claims as claims_ledger
+from dartlib.book.build_lock import _build_lock, remove_abandoned_builds
+from dartlib.book.gallery import gallery_page
+from dartlib.book.ledger_cache import ledger_table
+from dartlib.book.sources import (BOOK_DIR, BookSources, book_sources, executed_notebooks, has_results,
+                                  missing_results_note)
 from dartlib.experiments.grid import read_results
 from dartlib.experiments.outcomes import folder_outcomes
 from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
-from dartlib.reporting.figures import SAVE_DPI, WIDTH
 from dartlib.reporting.paper import TABLES as PAPER_TABLES, load_table
 from dartlib.reporting.tables import with_row_labels
 from dartlib.studies.costs import cost_rows
 from dartlib.studies.diagnosis import diagnosis_table, seed_table
 from dartlib.studies.table1 import TABLE1_METHODS, per_corruption_table, rendered_table, row_order
 
-BOOK_DIR = REPO_ROOT / "build" / "book"
 DOCS_DIR = REPO_ROOT / "docs"
-FULL_SIZE_DIR = "_images"  # where Sphinx puts the images a page shows, under their own names
-
-@dataclass(frozen=True)
-class BookSources:
-    """Where one profile's book reads from."""
-
-    profile: str
-    notebooks: Path
-    figures: Path
-    results: Path
-    runs: Path | None = None  # the smoke profile: the last run's executed copies (runs/smoke/), shown where present
-
-
-@dataclass(frozen=True)
-class GalleryFigure:
-    """One figure of the gallery: its file (figures/<profile>/<stem>.png), the part of the paper it
-    reproduces (``label``, empty for the suite's own figures), a readable title and a caption that
-    names only what the figure plots (tests/test_book.py checks the caption's terms against the
-    figure's own text)."""
-
-    stem: str
-    label: str
-    title: str
-    caption: str
-
-
-# In the paper's order: its figures by number, then the tables a figure draws, then the suite's
-# own figures (data, source models, checks of the toy model, training curves).
-GALLERY = (
-    GalleryFigure("fig1_confusion", "Figure 1", "Confusion patterns of BNAdapt under label shift",
-                  "BNAdapt's confusion matrices on the clean and corrupted test sets, long-tailed (top) and "
-                  "inverse long-tailed (bottom); red boxes mark off-diagonal rates above 11%."),
-    GalleryFigure("fig3_accuracy_vs_rho", "Figure 3", "Accuracy against the imbalance ratio",
-                  "Accuracy of NoAdapt, BNAdapt and BNAdapt+DART against the imbalance ratio rho (log scale), "
-                  "mean over corruptions, ± 2 SE (an upper bound), beside the paper's Table 1 points (open diamonds)."),
-    GalleryFigure("fig4_prediction_deviation", "Figure 4", "Batch accuracy against D(u, p_bar) and the prediction deviation",
-                  "BNAdapt's accuracy per batch against D(u, p_bar) (left) and the prediction deviation d (right), "
-                  "one colour per imbalance ratio (IR)."),
-    GalleryFigure("data_dirichlet_simplex", "Figure 6", "Dirichlet sampling on the simplex",
-                  "Class distributions of three-class batches on the simplex, i.i.d. against Dirichlet sampling, "
-                  "with the long-tailed distributions of rho = 1, 2 and 10 marked."),
-    GalleryFigure("data_dirichlet_batches", "Figure 7", "Five Dirichlet batches",
-                  "Class distributions of five batches of the Dirichlet stream over the training set."),
-    GalleryFigure("toy_illustration_and_curves", "Figure 8", "The four-class Gaussian toy model",
-                  "The four-class Gaussian mixture after mean centring, with the Bayes decision boundaries "
-                  "(left), and the probability that class 1 is predicted as class j against its prior p (right)."),
-    GalleryFigure("confusion_lt_rho1", "Figure 9", "Confusion matrices, CIFAR-10C-LT, rho = 1",
-                  "BNAdapt's confusion matrices on the clean set and every corruption, long-tailed rho = 1; "
-                  "red boxes mark off-diagonal rates above 11%."),
-    GalleryFigure("confusion_lt_rho10", "Figure 10", "Confusion matrices, CIFAR-10C-LT, rho = 10",
-                  "BNAdapt's confusion matrices on the clean set and every corruption, long-tailed rho = 10; "
-                  "red boxes mark off-diagonal rates above 11%."),
-    GalleryFigure("confusion_lt_rho100", "Figure 11", "Confusion matrices, CIFAR-10C-LT, rho = 100",
-                  "BNAdapt's confusion matrices on the clean set and every corruption, long-tailed rho = 100; "
-                  "red boxes mark off-diagonal rates above 11%."),
-    GalleryFigure("dart_w_b_gaussian_noise", "Figures 12 to 14", "The W and b that g_phi outputs",
-                  "The W and b that g_phi outputs on the long-tailed Gaussian-noise streams, one row per alpha "
-                  "and one pair of panels per rho, on one colour scale."),
-    GalleryFigure("dart_pseudo_label_distribution", "Figure 15", "Averaged pseudo-label distribution",
-                  "The ground-truth class distribution beside the mean pseudo-label distribution of BNAdapt and "
-                  "BNAdapt+DART, one panel per rho."),
-    GalleryFigure("hoc_tsne", "Figure 16 (a)", "t-SNE of the BN-adapted features",
-                  "t-SNE maps of the BN-adapted features of one long-tailed stream, coloured by the true class "
-                  "(left) and by BNAdapt's prediction (right)."),
-    GalleryFigure("hoc_transition", "Figure 16 (b)", "Transition matrix estimated by HOC",
-                  "The true transition matrix T (BNAdapt's confusion) beside the one HOC estimates."),
-    GalleryFigure("table1_dart_gain", "Table 1", "DART's gain per method and rho",
-                  "DART's gain (points, ± 2 SE) for each method and rho, ours beside the paper's."),
-    GalleryFigure("table1_rho1_gain_vs_accuracy", "Tables 1, 19", "DART's effect at rho = 1 against accuracy",
-                  "DART's gain at rho = 1 on each corruption against BNAdapt's accuracy, ours beside the paper's."),
-    GalleryFigure("online_imbalance", "Table 2", "Online imbalance",
-                  "Accuracy of NoAdapt, BNAdapt, BNAdapt+DART and BNAdapt+DART-split against the imbalance "
-                  "ratio (IR) of the online-imbalance streams."),
-    GalleryFigure("ablations_gain", "Tables 3 to 5", "Ablations of g_phi",
-                  "The gain of each DART variant (g_phi's inputs, sampling and outputs) over BNAdapt, per stream."),
-    GalleryFigure("sensitivity", "Tables 10, 13", "Sensitivity to alpha and to the test batch size",
-                  "BNAdapt+DART's accuracy against alpha (symmetric log scale, alpha 0 left of 0.01), one curve per "
-                  "rho, dotted: BNAdapt (left); each method's accuracy against the test batch size on balanced "
-                  "streams (right); ± 2 SE."),
-    GalleryFigure("more_settings", "Tables 12, 16", "CIFAR-10C-imb and mixed domains",
-                  "Accuracy on the CIFAR-10C-imb protocol against the imbalance ratio (left) and on mixed domains "
-                  "(right), with and without DART."),
-    GalleryFigure("data_corruptions_cifar10", "", "The corruptions on CIFAR-10",
-                  "The 15 corruptions (rows) at severities 1 to 5 (columns) on one CIFAR-10 test image, beside the "
-                  "clean image."),
-    GalleryFigure("data_corruptions_fmnist", "", "The corruptions on Fashion-MNIST",
-                  "The 15 corruptions (rows) at severities 1 to 5 (columns) on one Fashion-MNIST test image (the "
-                  "smoke profile's stand-in for CIFAR-10-C), beside the clean image."),
-    GalleryFigure("data_protocol_histograms", "", "Class histograms of the test protocols",
-                  "Samples per class of each test protocol's stream (long-tailed, inverse long-tailed, online "
-                  "imbalance)."),
-    GalleryFigure("source_training_curves", "", "Source model training",
-                  "The source model's training loss (left), and its training and clean test accuracy (right), per epoch."),
-    GalleryFigure("source_noadapt_corruptions", "", "NoAdapt per corruption",
-                  "NoAdapt's accuracy per corruption, ours beside the paper's NoAdapt row."),
-    GalleryFigure("toy_confusion_analytic_vs_simulated", "", "The toy model's confusion: closed form and simulation",
-                  "The toy model's confusion matrix in closed form beside its simulation."),
-    GalleryFigure("toy_optimal_w", "", "The toy model's optimal W",
-                  "The optimal refinement matrix W* for a uniform training prior and a long-tailed test prior (rho = 100)."),
-    GalleryFigure("dart_training_curves", "", "g_phi's intermediate training",
-                  "L_imb on Dirichlet batches and L_bal on i.i.d. batches per step of g_phi's training "
-                  "(moving averages)."),
-    GalleryFigure("backbone_study", "", "Backbone strength",
-                  "DART's cost at rho = 1 (left) and its gain at IR 50 and 5000 (right) against BNAdapt's accuracy, "
-                  "one point per backbone and severity."),
-    GalleryFigure("diagnosis", "", "Diagnosis of DART's cost at rho = 1 and its margin over NoAdapt on CIFAR-10C-imb",
-                  "Per variant of Table 1's g_phi (one factor changed at a time), BNAdapt+DART minus BNAdapt at "
-                  "rho = 1 and BNAdapt+DART minus NoAdapt at IR 20, 50 and 5000, each ± 2 SE; the paper's values "
-                  "as grey lines."),
-)
-GALLERY_ORDER = {f.stem: i for i, f in enumerate(GALLERY)}
-# figure file -> its gallery heading and caption (every committed figure has one: tests/test_book.py)
-FIGURE_CAPTIONS = {f.stem: f"{f.label + ': ' if f.label else ''}{f.title}. {f.caption}" for f in GALLERY}
-
-
-def book_sources(*, profile: str) -> BookSources:
-    """The executed notebooks, figures and results of ``profile`` (none of them created here)."""
-    notebooks = NOTEBOOKS_DIR if profile == "smoke" else REPO_ROOT / "results" / profile / "notebooks"
-    runs = REPO_ROOT / "runs" / profile if profile == "smoke" else None
-    return BookSources(profile, notebooks, REPO_ROOT / "figures" / profile, REPO_ROOT / "results" / profile, runs)
-
-
-def executed_notebooks(sources: BookSources) -> list[Path]:
-    """The executed notebooks the book shows, in order: ``sources.notebooks``; on the smoke profile
-    the committed notebooks, each replaced by the copy that ``make reproduce`` executed
-    (``runs/smoke/``) where there is one, so that the notebooks show the run that wrote
-    ``results/smoke/`` and ``figures/smoke/``."""
-    pattern = "[0-9][0-9]_*.ipynb"
-    found = {p.stem: p for p in sources.notebooks.glob(pattern)} if sources.notebooks.is_dir() else {}
-    if sources.runs is not None and sources.runs.is_dir():
-        found.update({p.stem: p for p in sources.runs.glob(pattern)})
-    return [found[name] for name in sorted(found)]
-
-
-def has_results(sources: BookSources) -> bool:
-    """Whether the profile's results folder holds any results file (a fresh clone has no smoke
-    results: ``make reproduce`` writes them)."""
-    return sources.results.is_dir() and any(sources.results.glob("*.csv"))
-
-
-def missing_results_note(profile: str) -> str:
-    """What to run when ``profile`` has no results on this checkout."""
-    run = "make reproduce" if profile == "smoke" else f"make reproduce PROFILE={profile}"
-    return (f"No results of the {profile} profile on this checkout: `results/{profile}/` and `figures/{profile}/` are "
-            f"written by `{run}` (the smoke profile: about 10 minutes on 2 CPU cores). Until then the claims ledger "
-            f"and the tables read NOT RUN and the gallery is empty. Run `{run}`, then "
-            f"`make book PROFILE={profile}`.")
+ASSETS = Path(__file__).parent / "assets"  # the stylesheet, script, Sphinx configuration and icon every book copies
 
 
 def profile_description(*, profile: str) -> str:
@@ -270,103 +123,6 @@ def profile_setting(settings: dict) -> str:
     return re.sub(r"^resnet(\d+)-?", r"ResNet-\1 ", arch).strip()
 
 
-# What the ledger's evaluation reads: the claims, the paper's tables and the modules that judge. A
-# change to any of them, or to a file of the profile's results folder, is a new cache key.
-LEDGER_CODE = ("book/claims.py", "analysis/noise.py", "experiments/outcomes.py", "experiments/grid.py",
-               "reporting/paper.py", "reporting/tables.py")
-LEDGER_CACHE = BOOK_DIR / ".ledger-cache"
-
-
-def ledger_key(*, sources: BookSources, settings: dict) -> str:
-    """A digest of everything the ledger's evaluation of ``sources`` reads (see :data:`LEDGER_CODE`)."""
-    import hashlib
-
-    digest = hashlib.sha256(f"{sources.profile}\0{settings.get('corrupted_dataset')}".encode())
-    package = Path(claims_ledger.__file__).parent.parent
-    files = [claims_ledger.CLAIMS_FILE, *sorted(claims_ledger.PAPER_DIR.glob("*.csv")),
-             *(package / name for name in LEDGER_CODE)]
-    if sources.results.is_dir():
-        files += sorted(p for p in sources.results.rglob("*") if p.is_file() and "notebooks" not in p.parts)
-    for path in files:
-        digest.update(str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path).encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()[:20]
-
-
-def ledger_table(*, sources: BookSources, settings: dict, cache: Path | None = LEDGER_CACHE) -> pd.DataFrame:
-    """The claims ledger evaluated on ``sources`` (``claims.evaluate``), once per set of inputs:
-    kept in ``cache`` (``build/book/.ledger-cache/<profile>-<key>.json``, :func:`ledger_key`) and
-    read back while none of its inputs changed and its contents match the digest stored with them
-    (:func:`_read_ledger`; one that does not is discarded with a warning and evaluated again);
-    ``cache=None`` computes it afresh."""
-    path = None
-    if cache is not None:
-        key = ledger_key(sources=sources, settings=settings)
-        path = cache / f"{sources.profile}-{key}.json"
-        if path.is_file():
-            table = _read_ledger(path, key=key)
-            if table is not None:
-                return table
-    table = claims_ledger.evaluate(sources.profile, corrupted_dataset=settings.get("corrupted_dataset"),
-                                   folder=sources.results)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for old in [*path.parent.glob(f"{sources.profile}-*.json"), *path.parent.glob(f"{sources.profile}-*.pkl")]:
-            old.unlink(missing_ok=True)  # one entry per profile: the cache never grows (.pkl: the former format)
-        _write_ledger(path, table, key=key)
-    return table
-
-
-def _ledger_payload(table: pd.DataFrame) -> str:
-    """The table as JSON text: each column's dtype and values (floats written in their shortest exact
-    form, so that the table read back equals the one written)."""
-    import json
-
-    return json.dumps({"dtypes": {str(c): str(t) for c, t in table.dtypes.items()},
-                       "columns": {str(c): table[c].tolist() for c in table.columns}})
-
-
-def _write_ledger(path: Path, table: pd.DataFrame, *, key: str) -> None:
-    """The ledger's cache file: its key, the table (:func:`_ledger_payload`) and the payload's sha256,
-    written whole or not at all. JSON, not a pickle: reading a cache never runs code."""
-    import hashlib
-    import json
-
-    from dartlib.data.files import write_text_atomic
-
-    payload = _ledger_payload(table)
-    write_text_atomic(path, json.dumps({"key": key, "sha256": hashlib.sha256(payload.encode()).hexdigest(),
-                                        "table": payload}) + "\n")
-
-
-def _read_ledger(path: Path, *, key: str) -> pd.DataFrame | None:
-    """The table :func:`_write_ledger` kept at ``path``, or None (the file discarded with a
-    :class:`~dartlib.data.files.CacheDiscardedWarning` naming it) where it is not valid JSON, was
-    kept under another key, or its table does not match the digest stored with it."""
-    import hashlib
-    import json
-    import warnings
-
-    from dartlib.data.files import CacheDiscardedWarning
-
-    try:
-        stored = json.loads(path.read_text())
-        payload = stored["table"]
-        if stored["key"] != key:
-            problem = f"it was kept for the inputs {str(stored['key'])[:20]}, not {key}"
-        elif hashlib.sha256(payload.encode()).hexdigest() != stored["sha256"]:
-            problem = "its table does not match the digest stored with it"
-        else:
-            content = json.loads(payload)
-            return pd.DataFrame({c: pd.Series(values, dtype=content["dtypes"][c])
-                                 for c, values in content["columns"].items()})
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as err:
-        problem = f"not a ledger cache file ({type(err).__name__}: {str(err)[:80]})"
-    warnings.warn(f"{path}: {problem}; discarded, the ledger is evaluated again", CacheDiscardedWarning, stacklevel=3)
-    path.unlink(missing_ok=True)
-    return None
-
-
 def _seed_section(*, sources: BookSources, settings: dict) -> list[str]:
     """Table 1's BNAdapt rows and CIFAR-10C-imb over seeds (notebook 15's seed replicas), mean ± std
     beside the paper's, where at least two seeds were run; nothing otherwise."""
@@ -420,38 +176,6 @@ def html_table(frame: pd.DataFrame, *, digits: int = 1) -> str:
         rows.append("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in [*keys, *values]) + "</tr>")
     return ('<div class="scroll-box">\n<table class="wide">\n<tr>' + head + "</tr>\n" + "\n".join(rows)
             + "\n</table>\n</div>\n")
-
-
-def gallery_page(*, sources: BookSources) -> tuple[str, list[Path]]:
-    """Every figure of the profile as an image with its caption; returns the page and the files
-    it shows."""
-    pngs = sorted(sources.figures.glob("*.png")) if sources.figures.is_dir() else []
-    pngs.sort(key=lambda p: (GALLERY_ORDER.get(p.stem, len(GALLERY)), p.stem))
-    known = {f.stem: f for f in GALLERY}
-    lines = [f"# Gallery ({sources.profile} profile)", "",
-             f"Every figure in `figures/{sources.profile}/` (PDF beside each PNG), in the paper's order: its figures "
-             "by number, then the tables a figure draws, then the suite's own figures. Each is shown at the same "
-             "scale, so its fonts read at the same size; click a figure for its full-size image. Profile: "
-             f"{sources.profile}.", ""]
-    if not pngs:
-        lines.append(f"No figures in `figures/{sources.profile}/`: run `make reproduce PROFILE={sources.profile}`.")
-    for png in pngs:
-        entry = known.get(png.stem) or GalleryFigure(png.stem, "", png.stem.replace("_", " "), "")
-        heading = f"{entry.label}: {entry.title}" if entry.label else entry.title
-        width = shown_width_percent(png)
-        # the image links to itself at full size (Sphinx copies every image to _images/ under its own name)
-        lines += [f"## {heading}", "", f"```{{figure}} figures/{png.name}", f":alt: {heading}", f":width: {width}%",
-                  f":target: {FULL_SIZE_DIR}/{png.name}", "", f"{entry.caption} ({sources.profile} profile; `figures/{sources.profile}/{png.stem}.pdf`)", "```",
-                  ""]
-    return "\n".join(lines), pngs
-
-
-def shown_width_percent(png: Path) -> int:
-    """The width at which the gallery shows ``png``, in percent of the text column: a figure of
-    ``figures.WIDTH`` inches fills it, a narrower one is shown narrower, so that every figure's
-    fonts appear at the same size."""
-    width_px = struct.unpack(">I", png.read_bytes()[16:20])[0]
-    return max(10, min(100, round(100 * width_px / (WIDTH * SAVE_DPI))))
 
 
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
@@ -639,134 +363,6 @@ SEARCH_NOTE = ("```{note}\nSearch lists matching pages in any browser, also when
                "`python -m http.server --directory build/book/<profile>/html 8000`, then "
                "<http://localhost:8000/>.\n```")
 
-BOOK_CSS = """/* generated by dartlib.book.site: wide content scrolls inside its own box */
-.scroll-box, .bd-article .pst-scrollable-table-container { overflow-x: auto; max-width: 100%; }
-.bd-article table.table, .bd-article table.docutils { width: auto; }
-.bd-article table.wide td, .bd-article table.wide th { padding: 0.2em 0.5em; vertical-align: top; }
-/* the overview's diagnosis table: a smaller font, its cells wrapping, and the overview without the
-   contents column on the right (its own sections are few), so that the table has the page's width;
-   what is still wider scrolls inside its box, never cut at the page's edge */
-.bd-article table.wide { font-size: 0.85em; border-collapse: collapse; }
-.bd-article table.wide td, .bd-article table.wide th { white-space: normal; border-bottom: 1px solid #ddd; }
-/* a number and its SE stay on one line; the words of the first two columns wrap */
-.bd-article table.wide td:nth-child(n+3) { white-space: nowrap; }
-.bd-main .bd-content:not(:has(.bd-sidebar-secondary)) .bd-article-container { max-width: 100%; }
-/* notebook text output and code: one scroll box each, never cut at the edge */
-.bd-article div.cell_output pre, .bd-article div.highlight pre, .bd-article .output pre {
-  overflow-x: auto; max-width: 100%; }
-.bd-article div.cell_output, .bd-article div.cell_input { max-width: 100%; }
-.bd-article div.cell_output .output.text_html, .bd-article div.cell_output .output.text_markdown {
-  overflow-x: auto; max-width: 100%; }
-.bd-article img { max-width: 100%; height: auto; }
-/* code spans (claim ids, file paths) and headings wrap instead of reaching past a phone's edge, in
-   the text and in the page's contents on the right */
-.bd-article code.literal, .bd-article code.literal span.pre, .bd-sidebar-secondary code.literal,
-.bd-sidebar-secondary code.literal span.pre, .bd-sidebar-primary code.literal span.pre {
-  white-space: normal; overflow-wrap: anywhere; }
-.bd-article h1, .bd-article h2, .bd-article h3, .bd-sidebar-secondary .toc-entry a {
-  overflow-wrap: anywhere; hyphens: none; }
-.bd-article table code.literal span.pre { white-space: nowrap; }
-/* previous / next at the foot: a long title wraps, its arrow stays inside the page */
-.prev-next-area a { min-width: 0; max-width: 100%; }
-.prev-next-area .prev-next-info { min-width: 0; }
-.prev-next-area .prev-next-title { overflow-wrap: anywhere; }
-/* a gallery figure links to its full-size image */
-.bd-article figure a.image-reference { cursor: zoom-in; }
-@media (max-width: 576px) {
-  /* on a phone every figure takes the column's width (the one scale is a desktop's) */
-  .bd-article figure img { width: 100% !important; }
-  .bd-article h1 { font-size: 1.9rem; }
-  .bd-article h2 { font-size: 1.45rem; }
-  .bd-article h3 { font-size: 1.2rem; }
-}
-"""
-
-BOOK_JS = """// generated by dartlib.book.site
-// Opened as a file (file://), the browser refuses the requests that fetch each result's excerpt:
-// search then lists the matching pages without excerpts, and says how to serve the book.
-if (window.location.protocol === "file:" && typeof DOCUMENTATION_OPTIONS !== "undefined") {
-  DOCUMENTATION_OPTIONS.SHOW_SEARCH_SUMMARY = false;
-  document.addEventListener("DOMContentLoaded", () => {
-    const results = document.getElementById("search-results");
-    if (!results) return;
-    const note = document.createElement("p");
-    note.className = "search-file-note";
-    note.textContent = "Opened as a file: results are listed without excerpts. Serve the book for excerpts: "
-      + "python -m http.server --directory build/book/<profile>/html 8000, then open http://localhost:8000/";
-    results.parentNode.insertBefore(note, results);
-  });
-}
-// Served, each result's excerpt is the passage around the search words in the page's article:
-// Sphinx reads the theme's whole main block, whose header (the colour-mode menu, "System Settings
-// Light Dark") and foot are no part of any passage.
-const dartArticleText = (htmlString, anchor) => {
-  const page = new DOMParser().parseFromString(htmlString, "text/html");
-  const chrome = [".headerlink", "script", "style", "button", ".bd-header-article", ".header-article-items",
-                  ".theme-switch-container", ".prev-next-area", ".bd-footer-article", ".bd-sidebar-secondary"];
-  page.querySelectorAll(chrome.join(", ")).forEach((el) => el.remove());
-  const article = page.querySelector("article.bd-article") || page.querySelector('[role="main"]');
-  if (!article) return "";
-  const block = anchor ? article.querySelector(anchor) : null;
-  return (block || article).textContent.replace(/\\s+/g, " ");
-};
-const dartPatchSearch = () => {
-  if (typeof Search !== "undefined" && Search.htmlToText !== dartArticleText) Search.htmlToText = dartArticleText;
-};
-dartPatchSearch();
-document.addEventListener("DOMContentLoaded", dartPatchSearch);
-"""
-
-
-def favicon_png(*, size: int = 16) -> bytes:
-    """A small PNG (DART green square): with a declared icon the browser does not ask the server
-    for /favicon.ico, which a static host answers with 404 and a console error."""
-    row = b"\x00" + bytes((0x00, 0x9E, 0x73)) * size
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * size)) + chunk(b"IEND", b"")
-
-
-SPHINX_CONF = '''# generated by dartlib.book.site; edits are overwritten
-project = {title!r}
-html_favicon = "favicon.png"
-extensions = {extensions!r}
-nb_execution_mode = "off"
-# Markdown outputs (notebook 06's rendered Table 1) parsed as GitHub Markdown, which has pipe tables (CommonMark has
-# none); its links stay plain links, as in CommonMark
-nb_render_markdown_format = "gfm"
-myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath"]
-# MathJax 2 from jupyter-server-mathjax, copied into the site (the book needs no network); it ships
-# the STIX-Web fonts only
-html_static_path = ["_static"]
-html_css_files = ["dart-book.css"]
-html_js_files = ["dart-book.js"]
-mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
-# messageStyle none: no "Processing math" box over the page's corner while it typesets; processRefs off: a claim
-# quotes the paper's LaTeX source, whose \\ref commands MathJax would show as "???"
-mathjax2_config = {{"messageStyle": "none",
-                    "tex2jax": {{"inlineMath": [["\\\\(", "\\\\)"]], "processEscapes": True, "processRefs": False,
-                                 "ignoreClass": "document", "processClass": "math|output_area"}},
-                    "HTML-CSS": {{"availableFonts": ["STIX-Web"], "preferredFont": "STIX-Web", "webFont": "STIX-Web",
-                                 "imageFont": None,
-                                 # its blank test font points at about:blank, which Chromium refuses with a console error
-                                 "styles": {{"@font-face": {{"font-family": "MathJax_Blank", "src": "local('MathJax_Blank')"}}}}}}}}
-# Jupyter Book's theme: the pages and notebooks in the left navigation, the page's contents on the
-# right, previous/next at the foot, a download button (.ipynb of a notebook, .md of a page)
-html_theme = "sphinx_book_theme"
-html_title = {title!r}
-html_theme_options = {{"home_page_in_toc": True, "show_navbar_depth": 1, "show_toc_level": 2,
-                      "use_download_button": True, "use_fullscreen_button": False,
-                      "navigation_with_keys": False, "footer_content_items": [],
-                      "secondary_sidebar_items": {{"**": ["page-toc"], "index": []}}}}
-html_sourcelink_suffix = ""
-# the light theme unless the reader chose one (an unset mode logs a console error)
-html_context = {{"default_mode": "light"}}
-html_copy_source = True
-html_last_updated_fmt = None
-exclude_patterns = ["_build"]
-suppress_warnings = ["mystnb.unknown_mime_type", "myst.header"]
-'''
 
 
 _TEST_MARKER = re.compile(r"^\s*# NBVAL_[A-Z_]+\s*$")
@@ -820,12 +416,13 @@ def write_book_source(*, profile: str, out: Path, progress: bool = False,
     for name, (what, page) in pages.items():
         stage(f"writing {what}")
         (out / f"{name}.md").write_text(page())
-    (out / "favicon.png").write_bytes(favicon_png())
+    shutil.copy2(ASSETS / "favicon.png", out / "favicon.png")
     shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", out / "_static" / "mathjax")
-    (out / "_static" / "dart-book.css").write_text(BOOK_CSS)
-    (out / "_static" / "dart-book.js").write_text(BOOK_JS)
+    for asset in ("dart-book.css", "dart-book.js"):
+        shutil.copy2(ASSETS / asset, out / "_static" / asset)
     extensions = ["myst_nb", *(["dartlib.book.progress"] if progress else [])]
-    (out / "conf.py").write_text(SPHINX_CONF.format(title=f"DART results ({profile} profile)", extensions=extensions))
+    conf = (ASSETS / "conf.py.in").read_text()
+    (out / "conf.py").write_text(conf.format(title=f"DART results ({profile} profile)", extensions=extensions))
     return out
 
 
@@ -838,7 +435,6 @@ def build_book(*, profile: str, out: Path | None = None, quiet: bool = True, pro
     line's ``book``)."""
     from sphinx.cmd.build import build_main
 
-    import os
     import secrets
     import sys
     import time
@@ -883,78 +479,3 @@ def build_book(*, profile: str, out: Path | None = None, quiet: bool = True, pro
             shutil.rmtree(aside, ignore_errors=True)
             shutil.rmtree(old, ignore_errors=True)
     return root / "html" / "index.html"
-
-
-_LEFT_BEHIND = r"\.(?P<what>building|old|build)-(?P<pid>\d+)-(?P<token>[0-9a-f]+)(?P<lock>\.lock)?"
-
-
-@contextlib.contextmanager
-def _build_lock(path: Path):
-    """An exclusive lock on ``path`` (created) for the ``with`` block; the file is removed after it.
-    The kernel releases the lock when the process ends, however it ends."""
-    import fcntl
-    import os
-
-    from dartlib.data.files import open_lock
-
-    fd = open_lock(path, folder=path.parent)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            path.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
-
-
-def _owner_gone(lock: Path, pid: int) -> bool:
-    """Whether the build that made ``lock`` (process ``pid``) has ended: its lock file is not held
-    (or, without one, the process no longer exists)."""
-    import fcntl
-    import os
-
-    if lock.is_file() and not lock.is_symlink():
-        try:
-            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:  # cannot open it (another user's): leave it
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held: the build runs
-            return False
-        finally:
-            os.close(fd)
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def remove_abandoned_builds(root: Path) -> list[Path]:
-    """Remove what builds of the book ``root`` left beside it when killed before they could clean
-    up: ``.<name>.building-<pid>-<token>/`` (a half-built book), ``.<name>.old-<pid>-<token>/`` (the
-    previous book, swapped out) and their ``.<name>.build-<pid>-<token>.lock``, when the build that
-    made them no longer runs (a running build's are left alone). Returns the paths removed."""
-    pattern = re.compile(re.escape(f".{root.name}") + _LEFT_BEHIND + "$")
-    removed = []
-    if not root.parent.is_dir():
-        return removed
-    for path in sorted(root.parent.iterdir()):
-        found = pattern.match(path.name)
-        if not found or found["lock"]:
-            continue
-        lock = root.with_name(f".{root.name}.build-{found['pid']}-{found['token']}.lock")
-        if found["what"] != "build" and _owner_gone(lock, int(found["pid"])):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    for path in sorted(root.parent.glob(f".{root.name}.build-*.lock")):
-        found = pattern.match(path.name)
-        if found and _owner_gone(path, int(found["pid"])):
-            path.unlink(missing_ok=True)
-            removed.append(path)
-    return removed

@@ -14,7 +14,7 @@ import pytest
 
 from dartlib.experiments.grid import SCHEMA
 from dartlib.analysis import noise
-from dartlib.book import claims
+from dartlib.book import claims, claims_page
 from dartlib.paths import REPO_ROOT
 
 PAPER_TEX = Path(__file__).resolve().parents[2] / "shared" / "paper" / "dart_paper.tex"
@@ -154,7 +154,7 @@ def test_a_gain_over_seeds_is_the_mean_of_the_per_seed_gains_and_one_seed_says_s
     one = claims.quantity(frame[frame.seed == 0], check)
     assert one.seeds == 1 and one.critical == 2.0
     r = claims.CheckResult("c", "gain", -1.0, one.value, one.se, -0.5, 0.0, "FAILS", ">= -0.5", "bound", "", 1)
-    assert "1 seed: no seed term" in claims._seeds(r)
+    assert "1 seed: no seed term" in claims_page._seeds(r)
 
 
 def test_the_paper_s_own_numbers_are_judged_by_each_reading(tmp_path):
@@ -208,7 +208,7 @@ def test_every_stated_size_is_judged_apart_with_a_margin_and_its_reason():
 
 @pytest.fixture(scope="module")
 def cpu() -> pd.DataFrame:
-    return claims.evaluate("cpu", corrupted_dataset="cifar10c", folder=claims.PAGE_RESULTS["cpu"])
+    return claims.evaluate("cpu", corrupted_dataset="cifar10c", folder=claims_page.PAGE_RESULTS["cpu"])
 
 
 def test_the_committed_cpu_ledger_reads_each_sentence_whole(cpu):
@@ -255,8 +255,8 @@ def test_the_committed_cpu_ledger_reads_each_sentence_whole(cpu):
 
 
 def test_the_committed_claims_page_is_the_generated_one():
-    page = claims.committed_page()
-    assert claims.CLAIMS_PAGE.read_text() == page, "regenerate: python -c 'from dartlib.book.claims " \
+    page = claims_page.committed_page()
+    assert claims_page.CLAIMS_PAGE.read_text() == page, "regenerate: python -c 'from dartlib.book.claims_page " \
                                                     "import write_claims_page; write_claims_page()'"
 
 
@@ -269,16 +269,16 @@ def test_the_configuration_judged_is_read_from_the_rows_own_record(tmp_path):
                   {"method": "bnadapt", "refiner": "none", "accuracy": 69.0}], shift_param=1)
     rows.to_csv(tmp_path / "table1.csv", index=False)
     (tmp_path / "run.json").write_text(json.dumps({"gphi": {"epochs": 19, "chosen_alpha": 30.0}}))
-    recorded = claims.recorded_refiner(folder=tmp_path)
+    recorded = claims_page.recorded_refiner(folder=tmp_path)
     assert recorded["dart_epochs"] == 19 and recorded["dart_alpha"] == 30.0
     profile = {"dart_epochs": 50, "dart_alpha": 0.1, "ablation_epochs": 2, "ablation_alpha": 30.0,
                "table1_corruptions": ["fog"], "note_finetune_epochs": 1}
-    label = claims.judged_configuration(params={**profile, **recorded}, experiments=["table1"])
+    label = claims_page.judged_configuration(params={**profile, **recorded}, experiments=["table1"])
     assert "g_phi 19 epochs at alpha 30 (recorded: run.json)" in label and "Table 1: g_phi 50" not in label
-    assert "no record" in claims.judged_configuration(params=profile, experiments=["table1"])
+    assert "no record" in claims_page.judged_configuration(params=profile, experiments=["table1"])
     # rows of two alphas do not say which refiner is the main one: no record
     pd.concat([rows, rows.assign(params="alpha=0.1", corruption="snow")]).to_csv(tmp_path / "table1.csv", index=False)
-    assert claims.recorded_refiner(folder=tmp_path) == {}
+    assert claims_page.recorded_refiner(folder=tmp_path) == {}
 
 
 def test_without_a_run_record_the_refiner_is_the_variant_whose_rows_share_the_input_digests(tmp_path):
@@ -293,7 +293,7 @@ def test_without_a_run_record_the_refiner_is_the_variant_whose_rows_share_the_in
     table.to_csv(tmp_path / "table1.csv", index=False)
     diagnosis.to_csv(tmp_path / "diagnosis.csv", index=False)
     paper.reset_index().to_csv(tmp_path / "diagnosis_refiners.csv", index=False)
-    recorded = claims.recorded_refiner(folder=tmp_path)
+    recorded = claims_page.recorded_refiner(folder=tmp_path)
     assert (recorded["dart_epochs"], recorded["dart_alpha"]) == (50, 0.1) and "alpha0.1-epochs50" in recorded["recorded"]
     table.assign(inputs=["p0", "p1", "p2", "t3"]).to_csv(tmp_path / "table1.csv", index=False)  # one row of another refiner
-    assert claims.recorded_refiner(folder=tmp_path) == {}
+    assert claims_page.recorded_refiner(folder=tmp_path) == {}

@@ -53,10 +53,10 @@ def test_the_readme_quotes_the_cpu_claims_tally_of_the_ledger():
 def _ledger_tally(profile: str) -> dict[str, int]:
     """The tally of the claims ledger on ``profile``'s committed results, as `python -m dartlib
     claims --profile <profile>` prints it on its last line."""
-    from dartlib.book import claims
+    from dartlib.book import claims, claims_page
 
-    table = claims.evaluate(profile, corrupted_dataset="cifar10c", folder=claims.PAGE_RESULTS[profile])
-    return count_line_tally(claims.count_line(table=table))
+    table = claims.evaluate(profile, corrupted_dataset="cifar10c", folder=claims_page.PAGE_RESULTS[profile])
+    return count_line_tally(claims_page.count_line(table=table))
 
 
 def count_line_tally(line: str) -> dict[str, int]:

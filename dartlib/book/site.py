@@ -38,7 +38,7 @@ import jupyter_server_mathjax
 import pandas as pd
 
 from dartlib.analysis.noise import SE_SENTENCE
-from dartlib.book import answer, claims as claims_ledger
+from dartlib.book import answer, claims as claims_ledger, claims_page
 from dartlib.book.build_lock import _build_lock, remove_abandoned_builds
 from dartlib.book.gallery import gallery_page
 from dartlib.book.ledger_cache import ledger_table
@@ -106,7 +106,7 @@ def overview_page(*, sources: BookSources, settings: dict, notebooks: list[str] 
         "**Noise.** Each number of ours beside the paper's carries its noise: its SE, or mean ± std over seeds "
         f"where seeds were run; the paper's values are its mean ± std over seeds. {SE_SENTENCE}. A check whose "
         "effect is smaller than 2 SE reads WITHIN NOISE, never HOLDS or FAILS; every FAILS above is beyond 2 SE. "
-        f"Over the {len(table)} checks: {claims_ledger.count_line(table=table)}.", "",
+        f"Over the {len(table)} checks: {claims_page.count_line(table=table)}.", "",
         *_seed_section(sources=sources, settings=settings),
         *_diagnosis_section(sources=sources),
         "## Pages", "",

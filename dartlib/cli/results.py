@@ -31,7 +31,8 @@ def _cmd_book(args: argparse.Namespace) -> int:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from dartlib.book.claims import evaluate, render
+    from dartlib.book.claims import evaluate
+    from dartlib.book.claims_page import render
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
 
     params = load_profile(args.profile)

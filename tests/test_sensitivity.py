@@ -23,7 +23,7 @@ def test_equal_steps_controls_take_the_defaults_optimiser_steps():
     for name, change in changes.items():
         assert change["epochs"] * D_INT / change["batch_size"] == default_steps, name
         assert parse_params(name) == {"equal_steps_batch": str(change["batch_size"]), "hidden": str(change["hidden"])}
-    assert {c["epochs"] for c in changes.values()} == {1, 4}
+    assert {c["epochs"] for c in changes.values()} == {25, 100}  # batch 32 and 128 for the 50 epochs of batch 64
     assert changes.items() <= sensitivity.refiner_changes(settings).items()
     # the fixed-epoch table and its checks never read a control's rows
     assert not any(name.startswith("int_batch=") for name in changes)
@@ -56,8 +56,8 @@ def test_the_equal_steps_table_gives_each_gain_and_its_difference_from_the_defau
     table = sensitivity.equal_steps_table(hyper_frame=hyper, equal_frame=equal, settings=settings)
     # gains: batch 64 (6 + 6) / 2 = 6; batch 32 (3 + 5) / 2 = 4, minus the default's: -2
     row = table.loc["hidden 1000, rho=10"]
-    assert row["batch 64 (2 ep.): gain"].startswith("+6.00 ± ≤")
-    assert row["batch 32 (1 ep.): gain"].startswith("+4.00 ± ≤")
+    assert row["batch 64 (50 ep.): gain"].startswith("+6.00 ± ≤")
+    assert row["batch 32 (25 ep.): gain"].startswith("+4.00 ± ≤")
     assert row["batch 32: minus default"].startswith("-2.00 ± ≤")
     assert row["batch 64: minus default"].startswith("+0.00")
     assert "equal optimiser steps" in capsys.readouterr().out

@@ -63,6 +63,7 @@ class NotebookRun:
     seconds: float
     status: str  # "ok", "failed", "stopped" (by the time guard), "not run"
     detail: str = ""
+    error: str = ""  # a failed notebook's exception class (DamagedFileError: the command exits 4, as a grid does)
 
 
 def parse_override(text: str) -> tuple[str, object]:
@@ -309,8 +310,9 @@ def check_override_output(*, profile: str, overrides: dict[str, object] | None, 
                            f"rows do not replace those of results/{profile}/")
     target = (Path(output).expanduser().resolve() / "results" / profile).resolve()
     if target == (REPO_ROOT / "results" / profile).resolve():
-        raise ProfileError(f"--set with --output {output}: the overridden run's rows would land in the committed "
-                           f"{REPO_ROOT / 'results' / profile}; give an --output folder outside the repository")
+        raise ProfileError(f"an overridden run (--set or --overrides) with --output {output}: its rows would land in "
+                           f"the committed {REPO_ROOT / 'results' / profile}; give another --output folder (outside the "
+                           f"repository, or one of its own such as results/{profile}/<variant>)")
 
 
 def run_profile(
@@ -368,7 +370,7 @@ def run_profile(
                 continue
             failed = True
             runs.append(NotebookRun(path.stem, time.perf_counter() - start, "failed",
-                                    f"{_failure_detail(err)} (kernel log: {_shown(log)})"))
+                                    f"{_failure_detail(err)} (kernel log: {_shown(log)})", err.ename))
     return runs
 
 

@@ -177,3 +177,18 @@ def test_outcomes_claim_their_cells_as_the_grid_does(tmp_path, monkeypatch):
         holder.kill()
         holder.wait()
     assert computed == ["fog"]  # the held cell was not computed a second time
+
+
+def test_a_notebook_stopped_by_a_refused_file_makes_run_exit_as_the_grid_does(monkeypatch, capsys, tmp_path):
+    """A refused (damaged) file inside a notebook: run exits 4, like the command that reads it directly;
+    any other failure stays 1."""
+    import dartlib.runner
+    from dartlib.cli.common import EXIT_DAMAGED, EXIT_FAILED
+    from dartlib.runner import NotebookRun
+
+    for error, status in (("DamagedFileError", EXIT_DAMAGED), ("CheckpointMismatchError", EXIT_DAMAGED),
+                          ("ValueError", EXIT_FAILED)):
+        failed = NotebookRun("03_confusion_matrices", 1.0, "failed", f"cell In[3]: {error}: ...", error)
+        monkeypatch.setattr(dartlib.runner, "run_profile", lambda **kw: [failed])
+        assert cli.main(["run", "--profile", "smoke", "--output", str(tmp_path), "03"]) == status, error
+        assert "FAILED: notebook 03_confusion_matrices" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from dartlib.cli.common import (EXIT_DAMAGED, EXIT_FAILED, EXIT_INTERRUPTED, EXI
                                 EXIT_USAGE, Parser, RunningCommand)
 from dartlib.registry import UnknownNameError
 
-RESUMABLE = ("grid", "run", "train")  # commands that keep finished work: an interrupted one is resumed by running it again
+RESUMABLE = ("grid", "run", "train", "train-refiners")  # commands that keep finished work: an interrupted one is resumed by running it again
 # Commands an installed copy runs (docs/install.md); every other one reads the notebooks, profiles or
 # committed rows of a checkout.
 WITHOUT_CHECKOUT = ("choose-alpha", "data")

@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from dartlib.cli.common import PROFILE_HELP, data_folders, non_negative_float, positive_int, repo_folder, writable
+from dartlib.cli.common import (EXIT_DAMAGED, PROFILE_HELP, data_folders, non_negative_float, positive_int, repo_folder,
+                                writable)
 from dartlib.profiles import DEFAULT_PROFILE, profile_names
 
 
@@ -46,7 +47,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"STOPPED by the time guard (--budget {args.budget:g}) in notebook {stopped[0].notebook}; finished grid "
               "rows are kept: run the same command again to resume", file=sys.stderr)
         return 3
+    if failed and all(r.error in DAMAGED_ERRORS for r in failed):  # a refused file, as the grid command says
+        return EXIT_DAMAGED
     return 1 if failed else 0
+
+
+# the suite's damaged-file errors by the class name a notebook's kernel reports
+DAMAGED_ERRORS = ("DamagedFileError", "CheckpointMismatchError")
 
 
 def _cmd_refresh(args: argparse.Namespace) -> int:

@@ -169,7 +169,7 @@ class NotWritableError(OSError):
                     f"(`df -h {folder}` shows the device, `du -sh {folder}/*` what fills it){alternative}, "
                     "then run the same command again")
         if self.errno == errno.EFBIG:
-            cap = "" if self.size_limit is None else f" ({_size(self.size_limit)}, `ulimit -f` counts 512-byte blocks)"
+            cap = "" if self.size_limit is None else f" ({_size(self.size_limit)}, `ulimit -f` counts blocks of 512 bytes in sh, 1024 in bash)"
             return (f"cannot write {path}: the file grew past the largest file this process may write{cap}; raise "
                     f"the limit (`ulimit -f unlimited` in the shell that runs the command){alternative}, or, where "
                     f"no limit is set, use a file system that holds larger files, then run the same command again")

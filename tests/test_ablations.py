@@ -119,7 +119,7 @@ def test_each_variant_gain_is_printed_beside_the_former_shortcut_from_the_commit
     table = gains_beside_shortcut(results=own.assign(column=stream_column(own)), settings=settings)
     assert list(table.columns) == ["variant", "stream", "2 epochs, alpha 10", "50 epochs, alpha 0.1", "change", "paper"]
     assert len(table) == 7 * 7 and set(table.variant) == set(VARIANTS)
-    pick = (former.shift == "lt") & (former.shift_param == 100)
+    pick = (former["shift"] == "lt") & (former.shift_param == 100)
     expected = difference(former[pick & (former.refiner == "dart")], former[pick & (former.refiner == "none")],
                           outcomes=checked_outcomes(former, former_path))
     row = table[(table.variant == "dart") & (table.stream == "LT 100")].iloc[0]

@@ -213,14 +213,17 @@ def cpu() -> pd.DataFrame:
 
 def test_the_committed_cpu_ledger_reads_each_sentence_whole(cpu):
     got = cpu.set_index(["claim", "check"])["status"]
-    # "without any performance degradation": -0.76 +- 0.08 (paired) is a loss beyond the 0.5-point margin
+    # "without any performance degradation": -1.20 +- 0.10 (paired) is a loss beyond the 0.5-point margin
     assert got["abstract-gains-without-degradation", "gain bnadapt+dart over none at 1"] == "FAILS"
     size = cpu.set_index(["claim", "check"])["size"]
-    # d as input gains 3.2-6.7: ours -0.4 and -2.4 at rho 10 and 100, the wrong direction
-    assert got["prediction-deviation-input-gains"].tolist()[1:] == ["FAILS", "FAILS"]
-    # "W beats b by 0.4 and 2.3": ours 5.1 and 12.9 hold the direction and are larger than stated
-    assert got["w-beats-b-under-severe-shift"].tolist() == ["HOLDS", "HOLDS"]
-    assert size["w-beats-b-under-severe-shift"].tolist() == ["LARGER", "LARGER"]
+    # d as input gains 3.2-6.7 (ablation refiners at the paper's g_phi): ours +1.58 and +1.41 at rho 10 and 100
+    # hold the direction and are smaller than stated (the 2-epoch refiners had -0.4 and -2.4)
+    assert got["prediction-deviation-input-gains"].tolist()[1:] == ["HOLDS", "HOLDS"]
+    assert size["prediction-deviation-input-gains"].tolist()[1:] == ["SMALLER", "SMALLER"]
+    # "W beats b by 0.4 and 2.3": ours -0.72 at rho 10 (b beats W) and +1.41 at 100, each size undecided
+    # (the 2-epoch rows' +5.1 and +12.9 came from a b-only refiner that gained under 1 point anywhere)
+    assert got["w-beats-b-under-severe-shift"].tolist() == ["FAILS", "HOLDS"]
+    assert size["w-beats-b-under-severe-shift"].tolist() == ["UNDECIDED", "UNDECIDED"]
     # 32 beats 128 by 10.9 at rho 100 where the paper states 2.1: the direction holds, the size is larger
     key = ("intermediate-batch-128-gains-less",
            "gain bnadapt+dart over dart[int_batch=128;hidden=1000] at 100 [int_batch=32;hidden=1000]")

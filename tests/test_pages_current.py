@@ -43,7 +43,7 @@ def test_every_published_notebook_is_current_or_listed_as_unrecorded():
             problems.append(f"{rel}: records no parameters; execute it again "
                             f"(python -m dartlib run --profile {path.parts[-3]} {path.stem[:2]} --publish)")
         else:
-            stale += stale_parameters(parameters, load_profile(path.parts[-3]))
+            stale = stale_parameters(parameters, load_profile(path.parts[-3])) + stale  # a changed value first
         if stale:
             problems.append(f"{rel}: older than {', '.join(stale[:4])}{' ...' if len(stale) > 4 else ''}; execute it "
                             f"again (python -m dartlib run --profile {path.parts[-3]} {path.stem[:2]} --publish)")

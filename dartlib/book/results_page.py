@@ -13,7 +13,8 @@ at both (``paper_config_imb``), and the profile's DART gains beside
 the paper's with whether they differ beyond noise (``table1_gain_vs_paper``), all from
 :mod:`dartlib.studies.paper_config`; notebook 15's variants on the two failing quantities
 (``diagnosis_variants``) and the shapes of their intermediate batches (``diagnosis_batch_shapes``),
-from :mod:`dartlib.studies.diagnosis`; notebook 09's TENT and MEMO cells and notebook 08's TENT and
+from :mod:`dartlib.studies.diagnosis`; notebook 07's variants at both ablation configurations
+(``ablation_gains``, :mod:`dartlib.studies.ablations`); notebook 09's TENT and MEMO cells and notebook 08's TENT and
 test-batch cells over all 15 corruptions beside their three-corruption means (``all_corruptions``,
 ``sensitivity_all_corruptions``), from :mod:`dartlib.studies.all_corruptions`."""
 
@@ -119,6 +120,19 @@ def _table1(*, settings) -> pd.DataFrame:
     return block.rename(index=_TABLE1_LABELS)
 
 
+def _ablation_gains(*, settings) -> pd.DataFrame:
+    """Notebook 07's variants: each one's gain over BNAdapt at the profile's ablation refiners beside
+    the former shortcut's and the paper's (:func:`dartlib.studies.ablations.gains_beside_shortcut`),
+    from the committed rows."""
+    from dartlib.experiments.grid import read_results
+    from dartlib.paths import results_dir
+    from dartlib.studies.ablations import gains_beside_shortcut, stream_column
+
+    rows = read_results(results_dir(settings.profile) / "ablations.csv")
+    table = gains_beside_shortcut(results=rows.assign(column=stream_column(rows)), settings=settings)
+    return table.set_index([[f"{v}, {s}" for v, s in zip(table.variant, table.stream)]]).drop(columns=["variant", "stream"])
+
+
 def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     """Every generated table of the page, by name, as markdown from ``profile``'s committed rows."""
     from dartlib.experiments.outcomes import folder_outcomes
@@ -149,6 +163,7 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
         "sensitivity_all_corruptions": _markdown(_by_line(all_corruptions.sensitivity_block(
             settings=settings, rows=all_corruptions.stored_sensitivity(profile=profile), outcomes=outcomes)),
             first="line, stream"),
+        "ablation_gains": _markdown(_ablation_gains(settings=settings), first="variant, stream"),
         "diagnosis_variants": _markdown(_diagnosis(rows=diagnosis_rows, outcomes=outcomes), first="factor"),
         "diagnosis_batch_shapes": _markdown(_batch_shapes(profile=profile, names=variants, rows=diagnosis_rows, outcomes=outcomes),
                                             first="variant"),

@@ -29,7 +29,7 @@ from dartlib.paths import REPO_ROOT
 from dartlib.studies.paper_config import PAPER_NOTE
 
 RESULTS_PAGE = REPO_ROOT / "docs" / "results.md"
-README = REPO_ROOT / "README.md"  # its Figure 3 caption is a generated block too (:func:`readme_blocks`)
+README = REPO_ROOT / "README.md"  # its Figure 3 caption and claims tally are generated blocks too (:func:`readme_blocks`)
 PROFILE = "cpu"
 # Table 1's row names as the paper prints them (Appendix A runs NOTE, DELTA and ODS on top of TENT)
 METHOD_LABELS = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "note": "TENT+NOTE",
@@ -200,9 +200,25 @@ def figure3_caption(*, profile: str = PROFILE) -> str:
             f"[results/cpu/shortcut/](results/cpu/shortcut/README.md).*\n")
 
 
+def claims_tally(*, profile: str = PROFILE) -> str:
+    """The README's tally of the claims ledger on ``profile``'s committed results (the counts of
+    :func:`dartlib.book.claims_page.count_line` and :func:`~dartlib.book.claims_page.size_line`), in words."""
+    from dartlib.book.claims import SIZES, VERDICTS, evaluate
+    from dartlib.book.claims_page import PAGE_RESULTS
+    from dartlib.profiles import load_profile
+
+    table = evaluate(profile, corrupted_dataset=load_profile(profile).get("corrupted_dataset"),
+                     folder=PAGE_RESULTS[profile])
+    status, sized = table["status"].value_counts(), table[table["size"].fillna("") != ""]
+    size = sized["size"].value_counts()
+    return (f"of {len(table)} checks, " + ", ".join(f"{int(status.get(v, 0))} {v}" for v in VERDICTS)
+            + f". Size, for the {len(sized)} checks of a sentence that states one: "
+            + ", ".join(f"{int(size.get(s, 0))} {s.lower()}" for s in SIZES) + ".\n")
+
+
 def readme_blocks(*, profile: str = PROFILE) -> dict[str, str]:
-    """The README's generated blocks, by name."""
-    return {"figure3_caption": figure3_caption(profile=profile)}
+    """The README's generated blocks, by name: its Figure 3 caption and its tally of the claims ledger."""
+    return {"figure3_caption": figure3_caption(profile=profile), "claims_tally": claims_tally(profile=profile)}
 
 
 def refreshed_page(text: str, tables: dict[str, str], *, page: str = RESULTS_PAGE.name) -> str:

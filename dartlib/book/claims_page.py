@@ -29,18 +29,30 @@ PAGE_RESULTS = {"smoke": REPO_ROOT / "tests" / "golden" / "smoke", "cpu": REPO_R
                 "gpu": REPO_ROOT / "results" / "gpu"}
 
 
+def verdict_counts(*, table: pd.DataFrame) -> dict[str, int]:
+    """{verdict: checks} over the checks of ``table``, in :data:`~dartlib.book.claims.VERDICTS`' order."""
+    counts = table["status"].value_counts()
+    return {s: int(counts.get(s, 0)) for s in VERDICTS}
+
+
+def size_counts(*, table: pd.DataFrame) -> dict[str, int]:
+    """{size verdict: checks} over the checks of ``table`` that judge a stated size, in
+    :data:`~dartlib.book.claims.SIZES`' order."""
+    sized = table[table["size"].fillna("") != ""] if "size" in table else table.iloc[:0]
+    counts = sized["size"].value_counts() if len(sized) else pd.Series(dtype=int)
+    return {s: int(counts.get(s, 0)) for s in SIZES}
+
+
 def count_line(*, table: pd.DataFrame) -> str:
     """"HOLDS: a, WITHIN NOISE: b, FAILS: c, NOT RUN: d" over the checks of ``table``."""
-    counts = table["status"].value_counts()
-    return ", ".join(f"{s}: {int(counts.get(s, 0))}" for s in VERDICTS)
+    return ", ".join(f"{s}: {n}" for s, n in verdict_counts(table=table).items())
 
 
 def size_line(*, table: pd.DataFrame) -> str:
     """"Size of n stated effects: a as stated, b larger, c smaller, d undecided, e not run" over the
     checks of ``table`` that judge a stated size."""
-    sized = table[table["size"].fillna("") != ""] if "size" in table else table.iloc[:0]
-    counts = sized["size"].value_counts() if len(sized) else pd.Series(dtype=int)
-    return f"Size of {len(sized)} stated effects: " + ", ".join(f"{int(counts.get(s, 0))} {s.lower()}" for s in SIZES)
+    counts = size_counts(table=table)
+    return f"Size of {sum(counts.values())} stated effects: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items())
 
 
 def _size(r) -> str:

@@ -203,17 +203,16 @@ def figure3_caption(*, profile: str = PROFILE) -> str:
 def claims_tally(*, profile: str = PROFILE) -> str:
     """The README's tally of the claims ledger on ``profile``'s committed results (the counts of
     :func:`dartlib.book.claims_page.count_line` and :func:`~dartlib.book.claims_page.size_line`), in words."""
-    from dartlib.book.claims import SIZES, VERDICTS, evaluate
-    from dartlib.book.claims_page import PAGE_RESULTS
+    from dartlib.book.claims import evaluate
+    from dartlib.book.claims_page import PAGE_RESULTS, size_counts, verdict_counts
     from dartlib.profiles import load_profile
 
     table = evaluate(profile, corrupted_dataset=load_profile(profile).get("corrupted_dataset"),
                      folder=PAGE_RESULTS[profile])
-    status, sized = table["status"].value_counts(), table[table["size"].fillna("") != ""]
-    size = sized["size"].value_counts()
-    return (f"of {len(table)} checks, " + ", ".join(f"{int(status.get(v, 0))} {v}" for v in VERDICTS)
-            + f". Size, for the {len(sized)} checks of a sentence that states one: "
-            + ", ".join(f"{int(size.get(s, 0))} {s.lower()}" for s in SIZES) + ".\n")
+    size = size_counts(table=table)
+    return (f"of {len(table)} checks, " + ", ".join(f"{n} {v}" for v, n in verdict_counts(table=table).items())
+            + f". Size, for the {sum(size.values())} checks of a sentence that states one: "
+            + ", ".join(f"{n} {s.lower()}" for s, n in size.items()) + ".\n")
 
 
 def readme_blocks(*, profile: str = PROFILE) -> dict[str, str]:

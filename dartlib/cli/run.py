@@ -11,6 +11,9 @@ from dartlib.cli.common import (EXIT_DAMAGED, PROFILE_HELP, data_folders, non_ne
                                 writable)
 from dartlib.profiles import DEFAULT_PROFILE, profile_names
 
+# the suite's damaged-file errors by the class name a notebook's kernel reports
+DAMAGED_ERRORS = ("DamagedFileError", "CheckpointMismatchError")
+
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dartlib.runner import check_override_output, format_summary, parse_override, read_overrides, run_profile
@@ -51,9 +54,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_DAMAGED
     return 1 if failed else 0
 
-
-# the suite's damaged-file errors by the class name a notebook's kernel reports
-DAMAGED_ERRORS = ("DamagedFileError", "CheckpointMismatchError")
 
 
 def _cmd_refresh(args: argparse.Namespace) -> int:

@@ -235,19 +235,18 @@ def gains_beside_shortcut(*, results: pd.DataFrame, settings: Settings) -> pd.Da
     short = settings.replace(**ABLATION_SHORTCUT)
     if not former_path.is_file() or ablation_base_config(short) == ablation_base_config(settings):
         return None
-    former = read_results(former_path).assign(config="former")
-    former = former.assign(column=stream_column(former))
-    own = results.assign(config="own")
+    former = read_results(former_path)
+    frames = {"former": former.assign(column=stream_column(former)), "own": results}
     outcomes = {**checked_outcomes(former, former_path),
                 **checked_outcomes(results, results_dir(settings.profile) / "ablations.csv")}
-    both, paper = pd.concat([former, own], ignore_index=True), _paper_gains()
+    paper = _paper_gains()
     words = {c: f"{x['ablation_epochs']} epochs, alpha {x['ablation_alpha']:g}"
              for c, x in (("former", short), ("own", settings))}
     out = []
     for variant in VARIANTS:
-        for column in dict.fromkeys(own.column):
-            pick = {c: tuple(both[(both.config == c) & (both.column == column) & (both.refiner == r)]
-                             for r in (variant, "none")) for c in ("former", "own")}
+        for column in dict.fromkeys(results.column):
+            pick = {c: tuple(f[(f.column == column) & (f.refiner == r)] for r in (variant, "none"))
+                    for c, f in frames.items()}
             gain = {c: difference(*pick[c], outcomes=outcomes) for c in pick}
             change = difference(pick["own"][0], pick["former"][0], outcomes=outcomes)
             out.append({"variant": variant, "stream": column, words["former"]: gain["former"].text(missing="not run"),

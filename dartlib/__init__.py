@@ -7,22 +7,24 @@ downward (``tests/test_layers.py`` checks it):
 =============  ===========================================================================
 layer          holds
 =============  ===========================================================================
-(base)         ``paths``, ``registry``, ``devices``, ``profiles``, ``provenance``: where things
-               are, named choices, the compute device, the profile files, what an executed
-               notebook read
+(base)         ``paths``, ``registry``, ``devices``, ``profiles``, ``environment``,
+               ``provenance``, ``extras``: where things are, named choices, the compute
+               device, the profile files, what an executed notebook read
 ``data``       sources and their on-disk formats, corruptions, test protocols (LT,
-               online imbalance), preparation, downloads, packing, image augmentation
-``models``     backbones, source training, accuracy over a data set, committed artefacts
+               online imbalance), preparation, downloads, packing, augmentation, travel
+``models``     backbones, source training, accuracy over a data set, committed artefacts,
+               resume states, a user's own model
 ``dart``       the refinement module g_phi (Eqs. 2-4), its intermediate training (Alg. 1),
-               DART-split (Alg. 3)
+               DART-split (Alg. 3), fitting g_phi for a user's classifier
 ``tta``        the test-time methods behind one base class (refinement around each forward)
 ``experiments``  cells and the results store, the test-time engine, settings from a
-               profile, and the grids: Table 1, online imbalance, large benchmarks,
-               ablations, alpha validation, backbone study, the GPU one-command run
-``analysis``   the toy Gaussian model, confusion, prediction deviation, HOC, effects
-``reporting``  the paper's numbers, tables beside the paper, claims, figures
+               profile, keyed tables, grids on Ray
+``analysis``   the toy Gaussian model, confusion, prediction deviation, HOC, effects, noise
 ``perf``       throughput, cost tables, corruption speed
-(entry)        ``cli``, ``runner`` (papermill), ``__main__``
+``reporting``  the paper's numbers, tables beside the paper, figures
+``studies``    one module per paper section: its cells, tables and figures; the grids
+``book``       the claims ledger, the results book and the generated results page
+(entry)        ``cli``, ``runner`` (papermill), ``schema``, ``__main__``
 =============  ===========================================================================
 """
 

@@ -224,10 +224,17 @@ def test_the_committed_cpu_ledger_reads_each_sentence_whole(cpu):
     # (the 2-epoch rows' +5.1 and +12.9 came from a b-only refiner that gained under 1 point anywhere)
     assert got["w-beats-b-under-severe-shift"].tolist() == ["FAILS", "HOLDS"]
     assert size["w-beats-b-under-severe-shift"].tolist() == ["UNDECIDED", "UNDECIDED"]
-    # 32 beats 128 by 10.9 at rho 100 where the paper states 2.1: the direction holds, the size is larger
+    # at the paper's g_phi 32 against 128 is -0.69 +- 0.46 at rho 100 (the paper states +2.1): within noise,
+    # its size smaller; 64 beats 128 by +1.56, under half the stated 3.2 (the 2-epoch refiners had 32 ahead by 10.9)
     key = ("intermediate-batch-128-gains-less",
            "gain bnadapt+dart over dart[int_batch=128;hidden=1000] at 100 [int_batch=32;hidden=1000]")
-    assert got[key] == "HOLDS" and size[key] == "LARGER"
+    assert got[key] == "WITHIN NOISE" and size[key] == "SMALLER"
+    key = key[:1] + ("gain bnadapt+dart over dart[int_batch=128;hidden=1000] at 100 [int_batch=64;hidden=1000]",)
+    assert got[key] == "HOLDS" and size[key] == "SMALLER"
+    # at the paper's g_phi, alpha 0.1 over alpha 0 at balanced batches (TENT): +1.48, the stated 2.0's size
+    alpha = cpu[(cpu.claim == "alpha-zero-costs-balanced-batches") & (cpu.configuration == "")].set_index("check")
+    assert alpha.loc["gain tent+dart over dart[alpha=0] at 1 [alpha=0.1]", ["status", "size"]].tolist() == [
+        "HOLDS", "AS STATED"]
     # DART-split improving BNAdapt at rho 10 (+2.57) is no failure of "comparably ... maintaining"
     key = ("dart-split-on-cifar10c-lt", "gain bnadapt+dart-split over none at 10")
     assert got[key] == "HOLDS" and size[key] == "LARGER"

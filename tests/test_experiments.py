@@ -108,6 +108,29 @@ def test_rows_computed_with_other_inputs_are_recomputed_and_replaced(tmp_path):
     assert again.set_index("corruption").accuracy["fog"] == 53.0
 
 
+def test_a_run_stopped_part_way_leaves_no_stale_row_in_the_file(tmp_path):
+    """Stale rows leave the file when a run finds them, so readers of the file (pages, the ledger) never mix
+    rows of the old inputs with those of the new."""
+    from dartlib.experiments.outcomes import read_sidecar
+
+    path = tmp_path / "grid.csv"
+    cells = grid(dataset=["d"], shift=["lt"], shift_param=[1.0], corruption=["fog", "snow", "frost"], severity=[5],
+                 method=["bnadapt"], refiner=["dart"])
+    run_grid(cells, lambda c: {"n": 10, "accuracy": 50.0}, path=path, experiment="x", progress=False,
+             inputs=lambda c: "g1")
+
+    def stop_after_one(cell):
+        if cell.corruption != "fog":
+            raise KeyboardInterrupt
+        return {"n": 10, "accuracy": 60.0}
+
+    with pytest.warns(UserWarning, match="removed from the file"), pytest.raises(KeyboardInterrupt):
+        run_grid(cells, stop_after_one, path=path, experiment="x", progress=False, inputs=lambda c: "g2")
+    stored = read_results(path)
+    assert stored.inputs.tolist() == ["g2"] and stored.accuracy.tolist() == [60.0]
+    assert set(read_sidecar(path)["key"]) <= set(stored.key)
+
+
 def test_rows_without_an_input_digest_are_reused_only_where_no_digest_is_known(tmp_path):
     path = tmp_path / "grid.csv"
     cells = grid(dataset=["d"], shift=["lt"], shift_param=[1.0], corruption=["fog"], severity=[5], method=["noadapt"])

@@ -17,7 +17,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     from dartlib.experiments.grid import parse_shard
     from dartlib.experiments.grid_jobs import CellChoiceError, choose_cells, prepare_job
-    from dartlib.experiments.settings import SHORTCUT_STUDIES, Settings
+    from dartlib.experiments.settings import Settings, study_of
     from dartlib.paths import results_dir
     from dartlib.registry import UnknownNameError
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
@@ -38,8 +38,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         return 2
     # a profile defines every notebook parameter (tests/test_runner.py)
     settings = Settings.from_params(load_profile(args.profile))
-    if args.experiment in SHORTCUT_STUDIES:  # a study the profile may still hold at the former shortcut
-        settings = settings.for_study(args.experiment)
+    if study_of(args.experiment):  # a study the profile may still hold at the former shortcut
+        settings = settings.for_study(study_of(args.experiment))
     if not args.status:  # --status writes nothing; the others the results file, trained refiners and caches
         writable(repo_folder("results", args.profile), *data_folders())
     try:

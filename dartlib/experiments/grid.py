@@ -53,7 +53,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from dartlib.data.files import DamagedFileError, atomic_path, open_lock
-from dartlib.experiments.outcomes import read_sidecar, sidecar_check, write_lines
+from dartlib.experiments.outcomes import read_sidecar, sidecar, sidecar_check, write_lines
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
           "seed", "n", "accuracy", "seconds", "key", "inputs"]
@@ -276,6 +276,18 @@ def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> 
         new[NUMERIC] = new[NUMERIC].apply(pd.to_numeric)
         done = pd.concat([done, new], ignore_index=True) if len(done) else new
         _write_atomic(done, path)
+
+
+def drop_rows(keys: Iterable[str], *, path: Path) -> None:
+    """Remove the rows of ``keys`` and their outcome lines from results file ``path``, under its lock."""
+    keys = {str(k) for k in keys}
+    with _results_lock(path):
+        done = read_results(path, suspect="keep")
+        _write_atomic(done[~done["key"].astype(str).isin(keys)], path)
+        side = read_sidecar(path)
+        if len(side):
+            with atomic_path(sidecar(path)) as tmp:
+                side[~side["key"].astype(str).isin(keys)].to_csv(tmp, index=False)
 
 
 def _states(cells: list[Cell], path: Path, digests: dict[str, str]) -> list[str]:
@@ -525,11 +537,13 @@ def pending_cells(cells: list[Cell], *, path: Path, experiment: str, digests: di
     """The cells of a grid that are not current in ``path`` (missing, or stored with another input
     digest than ``digests`` gives), less those borrowed from ``reuse`` (see :func:`run_grid`), in grid order."""
     states = _states(cells, path, digests)
-    stale = states.count("stale")
+    stale = [c.key for c, state in zip(cells, states) if state == "stale"]
     if stale:  # never used, never silently: say which file's rows are replaced
-        warnings.warn(f"{path}: {stale} stored row(s) were computed under other inputs than this run's (settings, "
-                      f"trained models, test data or code revision); they are not used, and are recomputed",
-                      StaleRowsWarning, stacklevel=3)
+        warnings.warn(f"{path}: {len(stale)} stored row(s) were computed under other inputs than this run's "
+                      f"(settings, trained models, test data or code revision); they are removed from the file and "
+                      f"recomputed", StaleRowsWarning, stacklevel=3)
+        # removed now, not as each is recomputed: a run stopped part-way leaves a file whose every row is current
+        drop_rows(stale, path=path)
     if states.count("suspect"):
         warnings.warn(f"{path}: {states.count('suspect')} stored row(s) contradict their key or their per-image "
                       f"outcomes; they are not used, and are recomputed", SuspectRowsWarning, stacklevel=3)

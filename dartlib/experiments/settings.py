@@ -58,6 +58,14 @@ SHORTCUT_STUDIES: dict[str, str] = {
     "ablations": "07", "sensitivity": "08",
 }
 _HELD_AT: dict[str, dict[str, Any]] = {"ablations": ABLATION_SHORTCUT, "sensitivity": ABLATION_SHORTCUT}
+# A grid that extends a study's table to more streams runs with that study's settings, held where it is held.
+_GRID_STUDY: dict[str, str] = {"sensitivity_all_corruptions": "sensitivity"}
+
+
+def study_of(grid: str) -> str | None:
+    """The study whose hold at the shortcut (``shortcut_studies``) grid ``grid`` follows, or None."""
+    study = _GRID_STUDY.get(grid, grid)
+    return study if study in SHORTCUT_STUDIES else None
 
 
 def shortcut_of(study: str) -> dict[str, Any]:

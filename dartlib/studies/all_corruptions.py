@@ -23,7 +23,7 @@ import pandas as pd
 
 from dartlib.experiments.engine import TestTimeContext
 from dartlib.experiments.grid import Cell, stored_rows
-from dartlib.experiments.settings import Settings
+from dartlib.experiments.settings import Settings, study_of
 from dartlib.paths import results_dir
 from dartlib.studies.appendix_settings import memo_cells, memo_contexts, memo_params, tent_imb_cells
 from dartlib.studies.paper_config import estimate_or_count, estimate_text, paper_row, select_streams
@@ -82,9 +82,7 @@ def stored(*, profile: str, cells: Sequence[Cell] | None = None, grid: str = "al
            shared: Sequence[str] = SHARED_RESULTS) -> pd.DataFrame:
     """Grid ``grid``'s rows as stored (``results/<profile>/<grid>.csv``), with the equal rows of
     ``shared``, for ``cells`` (default: :func:`profile_cells` of the profile)."""
-    settings = Settings.from_profile(profile)
-    if grid == "all_corruptions":
-        settings = settings.for_study(grid)
+    settings = Settings.from_profile(profile).for_study(study_of(grid))
     folder = results_dir(profile)
     cells = profile_cells(settings) if cells is None else list(cells)
     frames = [stored_rows(cells, path=folder / name) for name in (f"{grid}.csv", *shared)]
@@ -96,7 +94,8 @@ def stored(*, profile: str, cells: Sequence[Cell] | None = None, grid: str = "al
 
 def stored_sensitivity(*, profile: str) -> pd.DataFrame:
     """:func:`stored` of the ``sensitivity_all_corruptions`` grid."""
-    return stored(profile=profile, cells=sensitivity_cells(Settings.from_profile(profile)),
+    settings = Settings.from_profile(profile).for_study(study_of("sensitivity_all_corruptions"))
+    return stored(profile=profile, cells=sensitivity_cells(settings),
                   grid="sensitivity_all_corruptions", shared=SENSITIVITY_SHARED_RESULTS)
 
 

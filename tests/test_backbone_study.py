@@ -110,8 +110,8 @@ def test_committed_study_is_complete_and_reports_its_measured_trend():
 
 
 def test_study_cells_equal_the_cpu_computed_rows_of_the_same_streams():
-    # the study's g_phi is the former shortcut (STUDIED_REFINER): Table 1's rows with it are kept in shortcut/
+    # the study's g_phi is the former shortcut (STUDIED_REFINER): Table 1's and online imbalance's rows with it are kept in shortcut/
     check = cross_device(study=read_results(CPU / "backbone_study.csv"), table1=read_results(CPU / "shortcut" / "table1.csv"),
-                         online=read_results(CPU / "online_imbalance.csv"), arch="resnet26-w16")
+                         online=read_results(CPU / "shortcut" / "online_imbalance.csv"), arch="resnet26-w16")
     assert check["cells"].sum() == 7 * 15
     assert check["max_abs"].max() <= 0.011  # one image of 10,000 at most: the study ran on a GPU in fp32

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dartlib.experiments.grid import Cell, StaleRowsWarning, fill_outcomes, read_results, run_grid
-from dartlib.experiments.outcomes import CellOutcomes, checked_outcomes, folder_outcomes, read_sidecar, sidecar, sidecar_check
+from dartlib.experiments.grid import Cell, StaleRowsWarning, fill_outcomes, folder_outcomes, read_results, run_grid
+from dartlib.experiments.outcomes import CellOutcomes, checked_outcomes, sidecar, sidecar_check
 
 CELLS = [Cell("sim", "lt", float(rho), c, 5, "bnadapt") for rho in (1, 10) for c in ("fog", "snow")]
 

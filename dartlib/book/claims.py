@@ -68,8 +68,7 @@ import yaml
 
 from dartlib.analysis.noise import NAN, Estimate, Outcomes, combination, critical
 from dartlib.data.corruptions import CORRUPTIONS
-from dartlib.experiments.grid import read_results
-from dartlib.experiments.outcomes import folder_outcomes
+from dartlib.experiments.grid import folder_outcomes, read_results
 from dartlib.paths import results_dir
 from dartlib.reporting.paper import PAPER_DIR, load_table
 from dartlib.reporting.tables import parse_params

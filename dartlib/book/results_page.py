@@ -135,10 +135,10 @@ def _ablation_gains(*, settings) -> pd.DataFrame:
 
 def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     """Every generated table of the page, by name, as markdown from ``profile``'s committed rows."""
-    from dartlib.experiments.outcomes import folder_outcomes
+    from dartlib.experiments.grid import folder_outcomes
     from dartlib.experiments.settings import Settings
     from dartlib.paths import results_dir
-    from dartlib.studies import all_corruptions, paper_config
+    from dartlib.studies import all_corruptions, memo_views, paper_config
     from dartlib.profiles import load_profile
     from dartlib.studies.diagnosis import diagnosis_results
 
@@ -163,6 +163,8 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
         "sensitivity_all_corruptions": _markdown(_by_line(all_corruptions.sensitivity_block(
             settings=settings, rows=all_corruptions.stored_sensitivity(profile=profile), outcomes=outcomes)),
             first="line, stream"),
+        "memo_views": _markdown(_by_line(memo_views.views_block(settings=settings, rows=memo_views.stored(profile=profile),
+                                                                outcomes=outcomes)), first="line, stream"),
         "ablation_gains": _markdown(_ablation_gains(settings=settings), first="variant, stream"),
         "diagnosis_variants": _markdown(_diagnosis(rows=diagnosis_rows, outcomes=outcomes), first="factor"),
         "diagnosis_batch_shapes": _markdown(_batch_shapes(profile=profile, names=variants, rows=diagnosis_rows, outcomes=outcomes),
@@ -176,7 +178,7 @@ def figure3_caption(*, profile: str = PROFILE) -> str:
     BNAdapt+DART's accuracy at the first and last rho, and DART's gain over BNAdapt at each rho of
     ``lt_rhos`` over the paper's three g_phi seeds with its SE (:func:`dartlib.studies.paper_config.bnadapt_block`),
     beside the paper's."""
-    from dartlib.experiments.outcomes import folder_outcomes
+    from dartlib.experiments.grid import folder_outcomes
     from dartlib.experiments.settings import Settings, refiner_words
     from dartlib.paths import results_dir
     from dartlib.studies import paper_config

@@ -44,8 +44,7 @@ from dartlib.book.gallery import gallery_page
 from dartlib.book.ledger_cache import ledger_table
 from dartlib.book.sources import (BOOK_DIR, BookSources, book_sources, executed_notebooks, has_results,
                                   missing_results_note)
-from dartlib.experiments.grid import read_results
-from dartlib.experiments.outcomes import folder_outcomes
+from dartlib.experiments.grid import folder_outcomes, read_results
 from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.profiles import load_profile
 from dartlib.reporting.paper import TABLES as PAPER_TABLES, load_table

@@ -53,7 +53,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from dartlib.data.files import DamagedFileError, atomic_path, open_lock
-from dartlib.experiments.outcomes import read_sidecar, sidecar, sidecar_check, write_lines
+from dartlib.experiments.outcomes import CellOutcomes, checked_outcomes, read_sidecar, sidecar, sidecar_check, write_lines
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
           "seed", "n", "accuracy", "seconds", "key", "inputs"]
@@ -158,6 +158,17 @@ def read_results(path: Path, *, suspect: str = "drop") -> pd.DataFrame:
                           f"computes them again", SuspectRowsWarning, stacklevel=2)
             frame = frame[~frame["key"].astype(str).isin(doubtful)].reset_index(drop=True)
     return frame
+
+
+def folder_outcomes(folder: Path) -> dict[tuple[str, str], CellOutcomes]:
+    """Every checked outcome of the results files in ``folder`` (:func:`checked_outcomes`), keyed by
+    (key, inputs): what :mod:`dartlib.analysis.noise` needs to put an SE on that folder's rows."""
+    out: dict[tuple[str, str], CellOutcomes] = {}
+    for side in sorted(Path(folder).glob("*.outcomes.csv")):
+        results = side.with_name(side.name.replace(".outcomes.csv", ".csv"))
+        if results.is_file():
+            out.update(checked_outcomes(read_results(results), results))
+    return out
 
 
 def suspect_rows(frame: pd.DataFrame, path: Path) -> dict[str, str]:

@@ -246,16 +246,3 @@ def checked_outcomes(rows: pd.DataFrame, path: Path) -> dict[tuple[str, str], Ce
     ``n``, ``accuracy``) that their sidecar lines hold and that agree with the row
     (:func:`sidecar_check`). Keyed by (key, inputs)."""
     return sidecar_check(rows, Path(path)).agree
-
-
-def folder_outcomes(folder: Path) -> dict[tuple[str, str], CellOutcomes]:
-    """Every checked outcome of the results files in ``folder`` (:func:`checked_outcomes`), keyed by
-    (key, inputs): what :mod:`dartlib.analysis.noise` needs to put an SE on that folder's rows."""
-    from dartlib.experiments.grid import read_results
-
-    out: dict[tuple[str, str], CellOutcomes] = {}
-    for side in sorted(Path(folder).glob("*.outcomes.csv")):
-        results = side.with_name(side.name.replace(".outcomes.csv", ".csv"))
-        if results.is_file():
-            out.update(checked_outcomes(read_results(results), results))
-    return out

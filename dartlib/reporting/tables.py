@@ -193,7 +193,7 @@ def beside_paper(results: pd.DataFrame, paper: pd.DataFrame | None, *, profile: 
                  columns: str = "shift_param", row_order: list[str] | None = None,
                  paper_covers: Collection[str] | None = None) -> pd.DataFrame:
     """A notebook's table (:func:`table_beside_paper`), also written by :func:`write_tables`."""
-    from dartlib.experiments.outcomes import folder_outcomes
+    from dartlib.experiments.grid import folder_outcomes
 
     table = table_beside_paper(results, paper, columns=columns, row_order=row_order, paper_covers=paper_covers,
                                outcomes=folder_outcomes(results_dir(profile)))

@@ -513,7 +513,7 @@ def diagnosis_figure(*, rows: pd.DataFrame, profile: str, outcomes: Outcomes | N
     table prints (:func:`diagnosis_table`): paired image by image from ``outcomes``, by default the
     per-image outcomes beside the profile's results (``results/<profile>/``); where rows have none
     it is an upper bound and the legend says so."""
-    from dartlib.experiments.outcomes import folder_outcomes
+    from dartlib.experiments.grid import folder_outcomes
     from dartlib.paths import results_dir
 
     outcomes = outcomes if outcomes is not None else folder_outcomes(results_dir(profile))

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from dartlib.experiments.engine import prepare_context
 from dartlib.experiments.settings import Settings
 from dartlib.registry import Registry
-from dartlib.studies import ablations, all_corruptions, backbone_strength, diagnosis, jpeg_bound, online_imbalance, paper_config, table1
+from dartlib.studies import (ablations, all_corruptions, backbone_strength, diagnosis, jpeg_bound, memo_views,
+                            online_imbalance, paper_config, table1)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ GRIDS: Registry[GridSpec] = Registry("grid", {
                                             "all 15 corruptions", all_corruptions.prepare_sensitivity_context,
                                             all_corruptions.sensitivity_cells, all_corruptions.SENSITIVITY_SHARED_RESULTS,
                                             all_corruptions.sensitivity_context_of),
+    "memo_views": GridSpec("09_more_settings", "MEMO's cells with the MEMO authors' 32 AugMix views per image, on "
+                           "one corruption", prepare_context, memo_views.profile_cells, (), memo_views.context_of),
 })
 
 

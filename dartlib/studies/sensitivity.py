@@ -20,7 +20,7 @@ from dartlib.dart.intermediate import load_or_train_refiners
 from dartlib.dart.refiner import Refiner
 from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells, source_context
 from dartlib.experiments.grid import Cell, grid, parse_params
-from dartlib.experiments.outcomes import folder_outcomes
+from dartlib.experiments.grid import folder_outcomes
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
 from dartlib.paths import results_dir

@@ -138,7 +138,7 @@ def show_dart_gain(gain: pd.DataFrame, paper_gain: pd.DataFrame | None, *, rows:
     """Bars of our DART gain per method and rho with ± 2 SE (:func:`dart_gain_se` on ``rows``, the
     per-image outcomes beside the profile's results unless ``outcomes`` is given), the paper's as
     black ticks when present."""
-    from dartlib.experiments.outcomes import folder_outcomes
+    from dartlib.experiments.grid import folder_outcomes
 
     outcomes = outcomes if outcomes is not None else folder_outcomes(results_dir(profile))
     ids = {row_label(m, "none"): m for m in set(rows.method)}
@@ -238,7 +238,7 @@ def rendered_table(results: pd.DataFrame, *, order: Sequence[str], title: str, c
                    outcomes=None) -> str:
     """The rendered Table 1 in Markdown (mean over corruptions per seed, mean ± std over seeds,
     the paper's value and our delta beside each cell on CIFAR-10-C); nothing written. ``outcomes``:
-    the rows' per-image outcomes (:func:`dartlib.experiments.outcomes.folder_outcomes`), for the SEs."""
+    the rows' per-image outcomes (:func:`dartlib.experiments.grid.folder_outcomes`), for the SEs."""
     table = table_beside_paper(results, _paper_rows(corrupted_dataset), row_order=list(order), paper_covers=CORRUPTIONS,
                                outcomes=outcomes)
     return render(table, title=title)

@@ -9,6 +9,7 @@ the variable comes to matter. An unset or empty variable takes its default.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,10 +66,16 @@ def _file_in_folder(value: str) -> str:
     return f"{path} is a folder; expected a file path" if path.is_dir() else ""
 
 
-def _profile(value: str) -> str:
-    from dartlib.profiles import profile_names
+# The profiles present, registered by dartlib.profiles where it is defined (this module sits below it:
+# dartlib.paths reads its variables here); until then a profile name is checked for its form alone.
+profile_names: Callable[[], list[str]] | None = None
 
-    return "" if value in profile_names() else f"not a profile; valid: {', '.join(profile_names())}"
+
+def _profile(value: str) -> str:
+    if profile_names is None:
+        return "" if re.fullmatch(r"[A-Za-z0-9_-]+", value) else "not a profile name (letters, digits, - and _)"
+    names = profile_names()
+    return "" if value in names else f"not a profile; valid: {', '.join(names)}"
 
 
 @dataclass(frozen=True)

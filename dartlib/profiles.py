@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from dartlib import environment
 from dartlib.paths import PROFILES_DIR
 from dartlib.registry import UnknownNameError, unknown_name_message
 
@@ -26,6 +27,9 @@ def profile_names() -> list[str]:
     """The profiles present, ``smoke`` first."""
     names = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
     return sorted(names, key=lambda n: n != DEFAULT_PROFILE)
+
+
+environment.profile_names = profile_names  # the check of DART_OUTPUT_PROFILE lists these
 
 
 def profile_path(name: str) -> Path:

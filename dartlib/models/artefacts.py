@@ -10,7 +10,8 @@ match on any machine. ``MANIFEST.json`` beside them lists each file with its sha
 and provenance (recipe or g_phi config, training-data digest, library version, device); a test
 checks every committed file against it. Training still happens when a file is absent (or the data
 root is moved with ``DART_DATA_DIR``); notebook 02 retrains the smoke source model in a scratch
-folder and compares it with the committed one (:func:`retrained_within_tolerance`).
+folder and compares it with the committed one (:func:`dartlib.models.training.retrain_and_compare`, judged by
+:func:`retrained_within_tolerance`).
 
 After training an artefact that should be shared, run ``python -m dartlib artefacts manifest``.
 """
@@ -25,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from dartlib.data.files import DamagedFileError, file_stamp, sha256_once, write_text_atomic
+from dartlib.data.files import (REGENERATE, DamagedFileError, committed_remedy, file_stamp, set_aside, sha256_once,
+                                write_text_atomic)
 from dartlib.provenance import sha256_file
 from dartlib.paths import REPO_ROOT
 
@@ -238,20 +240,30 @@ def manifest_problem(path: Path) -> str | None:
     return f"its sha256 differs from the one {found[0].name} records for it (another file under its name, or an edit)"
 
 
+def damaged_remedy(path: Path) -> str:
+    """The remedy for a damaged trained file: a committed one is restored from git; any other is
+    trained again when deleted (:data:`~dartlib.data.files.REGENERATE`)."""
+    import subprocess
+
+    try:
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path.name], cwd=path.parent,
+                                 capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        tracked = False
+    return committed_remedy(path) if tracked else REGENERATE
+
+
 def refused(path: Path, problem: str, *, anew: str, listed: bool = False) -> DamagedFileError:
     """Set the trained file ``path`` aside (:func:`dartlib.data.files.set_aside`) and return the
     error naming it. The remedy: for a file that disagrees with the manifest (``listed``), restore the
     committed one or record a retrained one; else, for a committed file, restore it from git; for any
     other, ``anew`` (the same command trains it again)."""
-    from dartlib.data.files import REGENERATE, set_aside
-    from dartlib.models.checkpoints import _damaged_remedy
-
     aside = set_aside(path)
     if listed:
         remedy = (f"`git checkout -- {path}` restores the committed file; a file retrained on purpose is recorded by "
                   f"moving {aside.name} back and running `python -m dartlib artefacts manifest`")
     else:
-        remedy = _damaged_remedy(path)
+        remedy = damaged_remedy(path)
         remedy = anew if remedy == REGENERATE else remedy
     return DamagedFileError(path, f"{problem}; set aside as {aside.name}", remedy)
 
@@ -265,25 +277,3 @@ def retrained_within_tolerance(*, committed: float, retrained: float, n: int, k:
     p = committed / 100.0
     tolerance = k * 100.0 * math.sqrt(max(p * (1 - p), 1e-4) / n)
     return abs(retrained - committed) <= tolerance, tolerance
-
-
-def retrain_and_compare(*, dataset: str, arch: str, recipe: str, seed: int, committed: Path) -> dict:
-    """Train the recipe anew in a scratch folder (the committed checkpoint is left alone) and
-    compare its clean test accuracy with the committed model's (:func:`retrained_within_tolerance`).
-    Returns the two accuracies, the tolerance, the test-set size and the verdict."""
-    import tempfile
-
-    from dartlib.data.sources import load
-    from dartlib.models.checkpoints import load_checkpoint
-    from dartlib.models.training import train_source
-
-    with tempfile.TemporaryDirectory(prefix="dart-retrain-") as scratch:
-        fresh = train_source(dataset=dataset, arch=arch, recipe=recipe, seed=seed, progress=False,
-                             directory=Path(scratch))
-        _, meta = load_checkpoint(fresh)
-    _, reference = load_checkpoint(committed)
-    n = len(load(dataset, split="test").labels)
-    ok, tol = retrained_within_tolerance(committed=reference["clean_test_accuracy"],
-                                         retrained=meta["clean_test_accuracy"], n=n)
-    return {"committed": reference["clean_test_accuracy"], "retrained": meta["clean_test_accuracy"],
-            "tolerance": tol, "n": n, "within_tolerance": ok}

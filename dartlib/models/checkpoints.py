@@ -16,8 +16,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dartlib.data.files import REGENERATE, DamagedFileError, atomic_path, committed_remedy
+from dartlib.data.files import REGENERATE, DamagedFileError, atomic_path
 from dartlib.data.sources import Dataset
+from dartlib.models.artefacts import damaged_remedy, manifest_problem, refused
 from dartlib.models.backbones import build
 from dartlib.paths import data_root
 
@@ -34,8 +35,6 @@ def load_weights(path: Path | str, *, map_location: str = "cpu", required: tuple
     import zipfile
 
     from torch.torch_version import TorchVersion
-
-    from dartlib.models.artefacts import manifest_problem, refused
 
     path = Path(path)
     listed = manifest_problem(path) if path.is_file() else None
@@ -57,19 +56,7 @@ def load_weights(path: Path | str, *, map_location: str = "cpu", required: tuple
 def _failure(kind: type[DamagedFileError], path: Path | str, problem: str) -> DamagedFileError:
     """The error to raise for a file that failed a check, with its remedy; the remedy (a git call)
     is worked out only here, when a check fails, never on a good file's read."""
-    return kind(path, problem, _damaged_remedy(Path(path)))
-
-
-def _damaged_remedy(path: Path) -> str:
-    """Committed checkpoints are restored from git; any other is retrained when deleted."""
-    import subprocess
-
-    try:
-        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path.name], cwd=path.parent,
-                                 capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        tracked = False
-    return committed_remedy(path) if tracked else REGENERATE
+    return kind(path, problem, damaged_remedy(Path(path)))
 
 
 def check_training_data(*, checkpoint: Path, meta: dict, train: Dataset) -> None:

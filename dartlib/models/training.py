@@ -30,6 +30,7 @@ from dartlib.data.sources import Dataset, load
 from dartlib.devices import autocast, default_device, precision, resident
 from dartlib.models.backbones import build
 from dartlib.models import states
+from dartlib.models.artefacts import retrained_within_tolerance
 from dartlib.models.checkpoints import checkpoint_path, save_weights
 from dartlib.models.evaluation import batch_accuracy, resident_accuracy
 from dartlib.registry import Registry
@@ -307,3 +308,22 @@ def _steady_rate(history: list[dict], *, images_per_epoch: int) -> float:
     return (len(history) - 1) * images_per_epoch / max(history[-1]["seconds"] - history[0]["seconds"], 1e-9)
 
 
+def retrain_and_compare(*, dataset: str, arch: str, recipe: str, seed: int, committed: Path) -> dict:
+    """Train the recipe anew in a scratch folder (the committed checkpoint is left alone) and
+    compare its clean test accuracy with the committed model's
+    (:func:`dartlib.models.artefacts.retrained_within_tolerance`).
+    Returns the two accuracies, the tolerance, the test-set size and the verdict."""
+    import tempfile
+
+    from dartlib.models.checkpoints import load_checkpoint
+
+    with tempfile.TemporaryDirectory(prefix="dart-retrain-") as scratch:
+        fresh = train_source(dataset=dataset, arch=arch, recipe=recipe, seed=seed, progress=False,
+                             directory=Path(scratch))
+        _, meta = load_checkpoint(fresh)
+    _, reference = load_checkpoint(committed)
+    n = len(load(dataset, split="test").labels)
+    ok, tol = retrained_within_tolerance(committed=reference["clean_test_accuracy"],
+                                         retrained=meta["clean_test_accuracy"], n=n)
+    return {"committed": reference["clean_test_accuracy"], "retrained": meta["clean_test_accuracy"],
+            "tolerance": tol, "n": n, "within_tolerance": ok}

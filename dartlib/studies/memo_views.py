@@ -13,10 +13,10 @@ from collections.abc import Callable
 import pandas as pd
 
 from dartlib.experiments.engine import TestTimeContext
-from dartlib.experiments.grid import Cell
+from dartlib.experiments.grid import Cell, stored_rows
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
-from dartlib.studies.appendix_settings import cells_for, memo_contexts, memo_params
+from dartlib.studies.appendix_settings import cells_for, memo_cells, memo_contexts, memo_params
 from dartlib.studies.paper_config import estimate_or_count, estimate_text, select_streams
 
 # zhangmarvin/memo, cifar-10-exps/test_calls/test_adapt.py: `--batch_size 32` augmented copies of each test image
@@ -40,7 +40,7 @@ def profile_cells(settings: Settings) -> list[Cell]:
     cells = [c for rho in rhos for bn, refiners in (("stored", ["none"]), ("adapted", ["none", "dart"]))
              for c in cells_for(s, shift="lt", params=[rho], corruptions=list(CORRUPTIONS), methods=["memo"],
                                 refiners=refiners, extra=views_params(s, bn=bn))]
-    return list(dict.fromkeys(cells))
+    return cells
 
 
 def context_of(settings: Settings, context: TestTimeContext) -> Callable[[Cell], TestTimeContext]:
@@ -55,17 +55,19 @@ def context_of(settings: Settings, context: TestTimeContext) -> Callable[[Cell],
 
 
 def stored(*, profile: str) -> pd.DataFrame:
-    """The grid's rows and the profile's MEMO rows of the same streams (``all_corruptions.csv``)."""
-    folder = results_dir(profile)
-    frames = [pd.read_csv(folder / name) for name in ("memo_views.csv", "all_corruptions.csv") if (folder / name).exists()]
-    return pd.concat(frames, ignore_index=True).drop_duplicates("key") if frames else pd.DataFrame()
+    """The grid's rows and the profile's MEMO rows of the same streams (``all_corruptions.csv``), each
+    read through the checked reader (:func:`~dartlib.experiments.grid.stored_rows`)."""
+    settings, folder = Settings.from_profile(profile), results_dir(profile)
+    ours = [c for c in memo_cells(settings, corruptions=list(CORRUPTIONS)) if c.method == "memo"]
+    return pd.concat([stored_rows(profile_cells(settings), path=folder / "memo_views.csv"),
+                      stored_rows(ours, path=folder / "all_corruptions.csv")], ignore_index=True)
 
 
 def views_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
     """Per MEMO line and rho on :data:`CORRUPTIONS`: the accuracy ± SE with the profile's views and
     with :data:`AUTHORS_VIEWS`, and their difference, paired image by image; "not run" where a cell
     is missing."""
-    s, s_views = settings, f"{AUTHORS_VIEWS} views"
+    s, theirs, n = settings, f"{AUTHORS_VIEWS} views", len(CORRUPTIONS)
     ours = f"{s['memo_augmentations']} views"
     out = {}
     for label, bn, refiner in LINES:
@@ -74,10 +76,9 @@ def views_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataF
                         refiners=(refiner,))
             few = select_streams(rows, subset=memo_params(s, bn=bn), **pick)
             many = select_streams(rows, subset=views_params(s, bn=bn), **pick)
-            n = len(CORRUPTIONS)
             out[(label, f"rho={float(rho):g}")] = {
                 ours: estimate_text(estimate_or_count([(1.0, few)], expected=n, outcomes=outcomes)),
-                s_views: estimate_text(estimate_or_count([(1.0, many)], expected=n, outcomes=outcomes)),
-                f"{s_views} - {ours}": estimate_text(estimate_or_count([(1.0, many), (-1.0, few)], expected=n,
+                theirs: estimate_text(estimate_or_count([(1.0, many)], expected=n, outcomes=outcomes)),
+                f"{theirs} - {ours}": estimate_text(estimate_or_count([(1.0, many), (-1.0, few)], expected=n,
                                                                        outcomes=outcomes))}
     return pd.DataFrame(out).T

@@ -7,9 +7,10 @@ downward (``tests/test_layers.py`` checks it):
 =============  ===========================================================================
 layer          holds
 =============  ===========================================================================
-(base)         ``paths``, ``registry``, ``devices``, ``profiles``, ``environment``,
-               ``provenance``, ``extras``: where things are, named choices, the compute
-               device, the profile files, what an executed notebook read
+(base)         ``paths``, ``registry``, ``devices``, ``settings_tree``, ``profiles``,
+               ``environment``, ``provenance``, ``extras``: where things are, named choices,
+               the compute device, every setting with its default, the profile files, what
+               an executed notebook read
 ``data``       sources and their on-disk formats, corruptions, test protocols (LT,
                online imbalance), preparation, downloads, packing, augmentation, travel
 ``models``     backbones, source training, accuracy over a data set, committed artefacts,

@@ -14,6 +14,7 @@ import yaml
 from dartlib import environment
 from dartlib.paths import PROFILES_DIR
 from dartlib.registry import UnknownNameError, unknown_name_message
+from dartlib.settings_tree import default_values
 
 DEFAULT_PROFILE = "smoke"
 
@@ -41,9 +42,11 @@ def profile_path(name: str) -> Path:
 
 
 def load_profile(name: str) -> dict[str, Any]:
-    """The parameters of profile ``name``; its ``profile`` key always equals the name. A profile
-    that names another in ``extends:`` holds only what differs from it: its values go on top of
-    the other's (which may extend a third, never itself)."""
+    """The parameters of profile ``name``, every setting of the tree by its flat key; its ``profile``
+    key always equals the name. The chain starts from the tree's defaults
+    (:func:`dartlib.settings_tree.default_values`); a profile holds only what differs from the one it
+    names in ``extends:`` (the root, smoke, from the defaults): its values go on top of the other's
+    (which may extend a third, never itself)."""
     return _load(name, chain=())
 
 
@@ -97,7 +100,7 @@ def _load(name: str, *, chain: tuple[str, ...]) -> dict[str, Any]:
         raise ProfileError(f"{path} must set `profile: {name}`")
     base = params.pop("extends", None)
     if base is None:
-        return params
+        return {**default_values(), **params}
     if not isinstance(base, str) or base not in profile_names():
         raise ProfileError(f"{path}: `extends: {base}` names no profile; valid: {', '.join(profile_names())}")
     if base in chain + (name,):

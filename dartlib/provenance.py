@@ -73,6 +73,41 @@ def record_reads(log: Path) -> None:
             busy[0] = False
 
     sys.addaudithook(hook)
+    record_setting_reads(log)
+
+
+SETTING_MARK = "S:"  # a line of the reads log naming a setting the kernel read and its value (JSON)
+
+
+def record_setting_reads(log: Path) -> None:
+    """Append to ``log`` each setting this process reads from the settings tree from now on (once
+    each), as ``S:key=<value as JSON>``: a page records the values it read, so that a profile edit
+    makes stale exactly the pages that read the value (:func:`stale_parameters`)."""
+    import json
+
+    from dartlib import settings_tree
+
+    seen: set[str] = set()
+
+    def note(key: str, value: object) -> None:
+        if key not in seen:
+            seen.add(key)
+            with open(log, "a", encoding="utf-8") as sink:
+                sink.write(f"{SETTING_MARK}{key}={json.dumps(value, separators=(',', ':'))}\n")
+
+    settings_tree.on_read = note
+
+
+def setting_reads(lines: Iterable[str]) -> dict[str, object]:
+    """The settings a reads log's ``lines`` record (:func:`record_setting_reads`), by key."""
+    import json
+
+    found = {}
+    for line in lines:
+        if line.startswith(SETTING_MARK):
+            key, _, value = line[len(SETTING_MARK):].partition("=")
+            found[key] = json.loads(value)
+    return found
 
 
 OUTPUT_MARK = "W:"  # a line of the reads log naming a file the kernel wrote (a figure), not one it read

@@ -21,11 +21,12 @@ from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
 from dartlib.data.files import temporary_name
-from dartlib.provenance import OUTPUT_MARK, READS_ENV, input_digests
+from dartlib.provenance import OUTPUT_MARK, READS_ENV, SETTING_MARK, input_digests, setting_reads
 from dartlib.paths import NOTEBOOKS_DIR, OUTPUT_DIR_ENV, OUTPUT_PROFILE_ENV, REPO_ROOT, output_root, runs_dir
 from dartlib.profiles import ProfileError
 from dartlib.registry import UnknownNameError, unknown_name_message
 from dartlib.schema import check_values, checked_profile
+from dartlib.settings_tree import OVERRIDES, SettingsTree
 
 KERNEL = "python3"
 CELL_ENGINE = "dartlib-cells"  # papermill's nbclient engine, reporting each cell (the runner's bar shows it)
@@ -103,7 +104,7 @@ def overridden(params: dict[str, object], overrides: dict[str, object], *, profi
         raise ProfileError("--set profile=...: the profile's name cannot be overridden; "
                            "--output DIR keeps an overridden run's outputs apart")
     values = {**params, **overrides}
-    check_values(values, file=Path(f"{profile} with --set"), notebooks=notebook_paths())
+    check_values(values, file=Path(f"{profile} with --set"))
     return values
 
 
@@ -252,12 +253,13 @@ def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Pa
             os.environ.pop(READS_ENV, None)
         else:
             os.environ[READS_ENV] = previous
-    lines = reads.read_text().split() if reads.is_file() else []
-    read = [line for line in lines if not line.startswith(OUTPUT_MARK)]
+    lines = reads.read_text().splitlines() if reads.is_file() else []
+    read = [line for line in lines if not line.startswith((OUTPUT_MARK, SETTING_MARK))]
     wrote = [line[len(OUTPUT_MARK):] for line in lines if line.startswith(OUTPUT_MARK)]
     nb = nbformat.read(output, as_version=4)
+    # the values the page was given and those it read from its profile through the settings tree
     nb.metadata["dart"] = {"inputs": input_digests(read), "outputs": input_digests(wrote),
-                           "parameters": dict(parameters)}
+                           "parameters": {**setting_reads(lines), **{k: v for k, v in parameters.items() if k != OVERRIDES}}}
     nbformat.write(nb, output)
 
 
@@ -331,10 +333,10 @@ def run_profile(
     set_output(profile, output)
     if publish_runs:
         published_dir(profile)
-    params = checked_profile(profile, notebooks=notebook_paths())  # before any notebook runs
+    params = checked_profile(profile)  # before any notebook runs
     if overrides:
         params = overridden(params, overrides, profile=profile)
-    paths = resolve_notebooks(notebooks or [str(n) for n in params.get("notebooks") or []])  # the profile's list
+    paths = resolve_notebooks(notebooks or [str(n) for n in SettingsTree.from_values(params).run.notebooks])  # the profile's list
     out_dir = runs_dir(profile)
     _kernel_env()
     guard = TimeGuard(budget)
@@ -351,6 +353,9 @@ def run_profile(
         bar.set_postfix_str(path.stem)
         wanted = notebook_parameters(path)
         chosen = {k: v for k, v in params.items() if k in wanted}
+        handed = {k: v for k, v in (overrides or {}).items() if k not in wanted}  # read through the settings tree
+        if handed:
+            chosen[OVERRIDES] = handed
         start = time.perf_counter()
         log = kernel_log_path(out_dir / path.name)
         log.unlink(missing_ok=True)

@@ -1,10 +1,10 @@
 """The settings a run reads, checked before anything runs: profiles and notebook parameters.
 
-The known keys and their types come from the notebooks' ``parameters`` cells (the smoke values,
-:func:`notebook_parameters`), so the schema cannot drift from the notebooks: a parameter added to
-a notebook is a key every profile must define, with the type of its smoke value. What the cells
-cannot say is stated here, once per key: the range of each number (:data:`RANGES`) and the names
-a string may take (:data:`NAMES`). A profile that breaks any of it raises
+The known keys, their defaults (whose kind is each key's type), their ranges and the kinds of names
+a string may take are the settings tree's (:mod:`dartlib.settings_tree`, stated there once); this
+module resolves the names (:data:`NAME_KINDS`) and checks a profile against the tree. A notebook's
+``parameters`` cell sets keys of the tree only (``tests/test_runner.py``). A profile that breaks any
+of it raises
 :class:`~dartlib.profiles.ProfileError`, one line naming the file, the key, the value and what is
 allowed; the command line prints it and exits with status 2 before computing or writing anything.
 """
@@ -16,82 +16,20 @@ import difflib
 import json
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from dartlib.paths import NOTEBOOKS_DIR, REPO_ROOT
 from dartlib.profiles import ProfileError, profile_names, profile_path
-
-# Keys a profile may set that no notebook reads (the command line reads them), with their smoke values.
-# ``notebooks``: the notebooks `python -m dartlib run` executes when none are named (empty: all of them).
-OPTIONAL_KEYS: dict[str, Any] = {"grid_backend": "local", "notebooks": ["00"]}
-
-
-@dataclass(frozen=True)
-class Range:
-    """``low <= value <= high`` (``low < value`` when ``open_low``); for a list, every element."""
-
-    low: float | None = None
-    high: float | None = None
-    open_low: bool = False
-
-    def holds(self, value: float) -> bool:
-        if self.low is not None and (value <= self.low if self.open_low else value < self.low):
-            return False
-        return self.high is None or value <= self.high
-
-    def __str__(self) -> str:
-        if self.low is not None and self.high is not None:
-            return f"between {_number(self.low)} and {_number(self.high)}"
-        if self.low is not None:
-            return f"{'>' if self.open_low else '>='} {_number(self.low)}"
-        return f"<= {_number(self.high)}"
-
-
-def _number(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
+from dartlib.settings_tree import SETTINGS, Range
 
 # Every integer a profile gives ends in a 64-bit integer (torch, numpy); a larger one is refused here.
 INT64_MAX = 2**63 - 1
 
-
-COUNT = Range(low=1)  # epochs, batch sizes, steps, images, directions, repeats
-LIMIT = Range(low=0)  # a cap or a size where 0 means "all" (stream limits) or "none" (t-SNE points)
-RATIO = Range(low=1)  # imbalance ratios and long-tail rho: max class frequency over min
-WEIGHT = Range(low=0)  # loss weights (alpha)
-POSITIVE = Range(low=0, open_low=True)  # Dirichlet concentrations, temperatures
-SEVERITY = Range(low=1, high=5)
-SEED = Range(low=0, high=2**32 - 1)  # torch.manual_seed takes < 2**63, numpy's RandomState < 2**32
-
-# Every number a notebook takes, with its range (tests/test_faults_settings.py checks none is left out).
-RANGES: dict[str, Range] = {
-    "seed": SEED,
-    "severity": SEVERITY, "study_severities": SEVERITY,
-    **dict.fromkeys([
-        "toy_n_sim", "toy_grid_points", "dir_chunks", "int_batch_size", "test_batch_size", "dart_n_dir", "dart_epochs",
-        "dart_hidden", "dart_sweep_epochs", "note_finetune_epochs", "memo_augmentations", "imb_subset_size",
-        "ablation_epochs", "ablation_n_dir", "hyper_int_batches", "hyper_hidden", "epochs_grid", "test_batches",
-        "cost_repeats", "intermediate_steps_timed", "condensed_ipc", "condensed_epochs", "condensed_n_dir", "hoc_steps",
-    ], COUNT),
-    **dict.fromkeys([
-        "eval_limit", "table1_stream_limit", "tent_stream_limit", "cost_stream_limit", "memo_stream_limit",
-        "dart_per_class", "note_per_class", "ablation_per_class", "mixed_pool", "tsne_points",
-    ], LIMIT),
-    **dict.fromkeys([
-        "protocol_rho", "protocol_ir", "confusion_rho", "hoc_rho", "lt_rhos", "deviation_irs", "rho_grid", "imb_irs",
-        "epochs_imb_irs", "imb_table_irs", "online_irs",
-    ], RATIO),
-    **dict.fromkeys(["dart_alpha", "alpha_grid", "ablation_alpha", "alpha_values"], WEIGHT),
-    **dict.fromkeys(["dir_delta", "mixed_delta", "split_temperature"], POSITIVE),
-    # 16_your_model
-    **dict.fromkeys(["own_train_epochs", "own_n_dir", "own_epochs"], COUNT),
-    **dict.fromkeys(["own_train_images", "own_per_class", "own_stream_limit"], LIMIT),
-    "own_rhos": RATIO,
-}
+# Every number a profile may set, with its range, as the settings tree states it (once, beside the default).
+RANGES: dict[str, Range] = {key: p.field.metadata["range"] for key, p in SETTINGS.items()
+                            if p.field.metadata["range"] is not None}
 
 
 def _corruptions() -> list[str]:
@@ -151,16 +89,9 @@ NAME_KINDS: dict[str, Callable[[], list[str]]] = {
 
 
 def name_kind(key: str) -> str | None:
-    """The kind of name a string key holds (``*_corruption(s)``: corruption names, ...)."""
-    if key.endswith(("_corruption", "_corruptions")):
-        return "corruption"
-    return {
-        "data_dataset": "dataset", "source_dataset": "dataset", "corrupted_dataset": "dataset",
-        "source_arch": "architecture", "study_archs": "architecture", "source_recipe": "recipe",
-        "extra_methods": "method", "large_benchmarks": "benchmark", "domain_benchmarks": "benchmark",
-        "study_profile": "profile", "grid_backend": "grid backend", "diagnosis_profile": "profile",
-        "diagnosis_variants": "diagnosis variant", "shortcut_studies": "study",
-    }.get(key)
+    """The kind of name setting ``key`` holds (one of :data:`NAME_KINDS`), as the settings tree states it."""
+    place = SETTINGS.get(key)
+    return place.field.metadata["names"] if place is not None else None
 
 
 def notebook_parameters(paths: Iterable[Path] | None = None) -> dict[str, tuple[Any, str]]:
@@ -180,6 +111,12 @@ def notebook_parameters(paths: Iterable[Path] | None = None) -> dict[str, tuple[
             for name, value in parameter_assignments(source):
                 found.setdefault(name, (ast.literal_eval(value), Path(path).stem))
     return found
+
+
+def unknown_parameters(paths: Iterable[Path] | None = None) -> list[str]:
+    """``notebook: name`` for each parameter of the notebooks' ``parameters`` cells that the settings
+    tree does not hold (a notebook takes settings of the tree only)."""
+    return [f"{notebook}: {name}" for name, (_, notebook) in notebook_parameters(paths).items() if name not in SETTINGS]
 
 
 def parameter_assignments(source: str) -> list[tuple[str, ast.expr]]:
@@ -284,21 +221,16 @@ def _did_you_mean(name: str, valid: Iterable[str]) -> str:
     return f" (did you mean {close!r}?)" if close else ""
 
 
-def check_values(values: dict[str, Any], *, file: Path, notebooks: Iterable[Path] | None = None) -> None:
+def check_values(values: dict[str, Any], *, file: Path) -> None:
     """Raise :class:`ProfileError` on the first key of ``values`` (a profile read from ``file``)
-    that is unknown, missing, of the wrong type, out of range, or an unknown name."""
-    params = notebook_parameters(notebooks)
-    known = {**{k: v for k, (v, _) in params.items()}, **OPTIONAL_KEYS}
+    that the settings tree does not hold, or whose value is of the wrong type, out of range, or an
+    unknown name (each as the tree states it: :mod:`dartlib.settings_tree`)."""
+    known = {key: place.default() for key, place in SETTINGS.items()}
     where = _shown(file)
     for key in values:
         if key not in known:
             raise ProfileError(f"{where}: unknown key {key!r}{_did_you_mean(key, known)}; a profile sets the "
-                               "notebooks' parameters (their `parameters` cells list them)")
-    for key, (smoke, notebook) in params.items():
-        if key not in values:
-            raise ProfileError(f"{where}: key {key!r} is missing (a parameter of notebook {notebook}); add it, e.g. "
-                               f"`{key}: {yaml.safe_dump(smoke, default_flow_style=True).strip().removesuffix('...').strip()}` "
-                               "(the smoke value)")
+                               "settings of dartlib/settings_tree.py (each by its flat key)")
     for key, value in values.items():
         smoke = known[key]
         kind = _kind_of(smoke)
@@ -332,11 +264,11 @@ def check_values(values: dict[str, Any], *, file: Path, notebooks: Iterable[Path
                                    f"valid: {', '.join(valid)}")
 
 
-def checked_profile(name: str, *, notebooks: Iterable[Path] | None = None) -> dict[str, Any]:
+def checked_profile(name: str) -> dict[str, Any]:
     """The parameters of profile ``name`` (:func:`dartlib.profiles.load_profile`), checked against
-    the notebooks' parameters (:func:`check_values`)."""
+    the settings tree (:func:`check_values`)."""
     from dartlib.profiles import load_profile
 
     values = load_profile(name)
-    check_values(values, file=profile_path(name), notebooks=notebooks)
+    check_values(values, file=profile_path(name))
     return values

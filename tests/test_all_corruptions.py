@@ -57,8 +57,8 @@ def test_each_memo_cell_gets_its_bn_mode_and_the_others_the_base_context():
     context_of = all_corruptions.context_of(s, base)
     by_bn = {c.options.get("bn", ""): context_of(c) for c in all_corruptions.profile_cells(s)}
     assert by_bn["stored"].fields["options"]["memo"]["bn"] == "source"
-    assert by_bn["adapted"].fields["options"]["memo"] == {"bn": "batch", "n_augmentations": s["memo_augmentations"]}
-    assert by_bn["adapted"].fields["batch_size"] == s["test_batch_size"]
+    assert by_bn["adapted"].fields["options"]["memo"] == {"bn": "batch", "n_augmentations": s.methods.memo_augmentations}
+    assert by_bn["adapted"].fields["batch_size"] == s.test.batch_size
     assert by_bn[""] is base
 
 
@@ -109,7 +109,7 @@ def test_the_sensitivity_grid_holds_notebook_08s_tent_cells_over_every_corruptio
 
     s = _settings()
     cells = all_corruptions.sensitivity_cells(s)
-    alphas, batches = len(s["alpha_values"]), len(s["test_batches"])
+    alphas, batches = len(s.sensitivity.alpha_values), len(s.sensitivity.test_batches)
     lt = [c for c in cells if c.shift == "lt"]
     assert len(lt) == (1 + alphas) * 2 * 4  # TENT without DART and with each alpha, 2 rhos, 4 corruptions
     assert len(cells) - len(lt) == (1 + 2 + 2) * batches * 4  # NoAdapt, BNAdapt(+DART), TENT(+DART) per batch
@@ -120,7 +120,7 @@ def test_the_sensitivity_grid_holds_notebook_08s_tent_cells_over_every_corruptio
 
 def test_each_sensitivity_cell_gets_the_refiner_its_params_name():
     s = _settings()
-    refiners = {f"alpha={a:g}": f"refiner {a:g}" for a in s["alpha_values"]}
+    refiners = {f"alpha={a:g}": f"refiner {a:g}" for a in s.sensitivity.alpha_values}
     base = _Context(refiner="base", refiners=refiners)
     context_of = all_corruptions.sensitivity_context_of(s, base)
     cells = all_corruptions.sensitivity_cells(s)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from dartlib.paths import REPO_ROOT
+from dartlib.experiments.settings import Settings
 from dartlib.profiles import load_profile
 from dartlib.registry import UnknownNameError
 from dartlib.book import gallery, site as book
@@ -46,13 +47,13 @@ def test_favicon_is_a_png_that_decodes():
 
 def test_the_cpu_pages_state_the_profile_the_ledger_and_the_tables():
     sources = book.book_sources(profile="cpu")
-    overview = book.overview_page(sources=sources, settings=load_profile("cpu"))
+    overview = book.overview_page(sources=sources, settings=Settings.from_profile("cpu"))
     assert "cpu" in overview and "CIFAR-10" in overview
     # the committed seed replicas of the profile's own g_phi, the paper's (notebook 15): three seeds of DART's rho = 1
     # cost beside the paper's 0.0
     assert "| CIFAR-10C-LT / rho 1 / BNAdapt+DART − BNAdapt | -1.1 ± 0.2 | 3 | +0.0 |" in overview
-    assert f"Over the {len(book.ledger_table(sources=sources, settings=load_profile('cpu')))} checks: HOLDS: " in overview
-    tables = book.tables_page(sources=sources, settings=load_profile("cpu"))
+    assert f"Over the {len(book.ledger_table(sources=sources, settings=Settings.from_profile('cpu')))} checks: HOLDS: " in overview
+    tables = book.tables_page(sources=sources, settings=Settings.from_profile("cpu"))
     # rendered from results/cpu/table1.csv with its per-image outcomes (clustered SE; every row has them)
     assert "| BNAdapt | 71.4 ± 0.30 SE (85.2; -13.8) |" in tables
     assert "| SAR+DART | 71.1 ± 0.30 SE (86.7; -15.6) | 71.1 ± 0.48 SE (86.4; -15.3) |" in tables
@@ -151,7 +152,7 @@ def _smoke_figures(tmp_path, monkeypatch) -> dict:
 
     golden = REPO_ROOT / "tests" / "golden" / "smoke"
     figures.apply_style()
-    settings = Settings("smoke", dict(load_profile("smoke")))
+    settings = Settings.from_profile("smoke")
     for module in (data_views, online_imbalance, sensitivity, appendix_settings, prediction_deviation, table1):
         monkeypatch.setattr(module, "save_figure", keep)
     online_imbalance.plot_online_imbalance(results=read_results(golden / "online_imbalance.csv"), settings=settings)
@@ -259,12 +260,12 @@ def test_the_overview_shows_the_seed_replicas_beside_the_papers_mean_and_std(tmp
     from dartlib.experiments.settings import SHORTCUT
 
     # a profile whose own g_phi is the former shortcut reads that refiner's replicas ("table1", "seed1", "seed2")
-    settings = dict(Settings.from_profile("cpu").values, lt_rhos=[1], online_irs=[], **SHORTCUT)
+    settings = Settings.from_profile("cpu", lt_rhos=[1], online_irs=[], **SHORTCUT)
     section = "\n".join(book._seed_section(sources=sources, settings=settings))
     assert "**Over seeds.**" in section and "g_phi 10 epochs at alpha 30" in section
     assert "| CIFAR-10C-LT / rho 1 / BNAdapt+DART − BNAdapt | -0.5 ± 0.5 | 2 | +0.0 |" in section
     # one whose own is the paper's reads the paper's replicas, which these rows do not hold
-    paper = "\n".join(book._seed_section(sources=sources, settings=dict(settings, dart_epochs=50, dart_alpha=0.1)))
+    paper = "\n".join(book._seed_section(sources=sources, settings=settings.replace(dart_epochs=50, dart_alpha=0.1)))
     assert "g_phi 50 epochs at alpha 0.1" in paper and "-0.5 ± 0.5" not in paper
     pd.DataFrame(rows[:4])[SCHEMA].to_csv(tmp_path / "diagnosis.csv", index=False)  # seed 0 only
     assert book._seed_section(sources=sources, settings=settings) == []
@@ -343,7 +344,7 @@ def test_table_columns_say_what_they_are_and_tables_are_titled_by_content():
     stems = {p.stem for p in REPO_ROOT.glob("results/*/tables/*.md")}
     assert stems and sorted(stems - set(book.RENDERED_TABLES)) == []  # every rendered table has a title
     assert book.table_title("app_alpha")[0] == "Appendix: sensitivity to alpha"
-    page = book.tables_page(sources=book.book_sources(profile="cpu"), settings=load_profile("cpu"))
+    page = book.tables_page(sources=book.book_sources(profile="cpu"), settings=Settings.from_profile("cpu"))
     titles = [line[3:] for line in page.splitlines() if line.startswith("## ")]
     assert not [t for t in titles if t in stems], titles
     assert "| method | rho = 1 | rho = 10 | rho = 100 |" in page

@@ -13,7 +13,7 @@ import pytest
 
 from dartlib.book import answer, plain, site
 from dartlib.book import claims as ledger
-from dartlib.profiles import load_profile
+from dartlib.experiments.settings import Settings
 
 
 def test_every_claim_has_a_plain_title_and_its_sentence_reads_without_latex():
@@ -138,7 +138,7 @@ def test_the_ledger_is_evaluated_once_per_set_of_inputs(tmp_path, monkeypatch):
     calls = []
     real = ledger.evaluate
     monkeypatch.setattr(ledger, "evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
-    settings = load_profile("cpu")
+    settings = Settings.from_profile("cpu")
     first = site.ledger_table(sources=sources, settings=settings, cache=tmp_path / "cache")
     second = site.ledger_table(sources=sources, settings=settings, cache=tmp_path / "cache")
     assert len(calls) == 1 and first.equals(second)
@@ -162,7 +162,7 @@ def test_a_damaged_ledger_cache_is_discarded_and_evaluated_again(tmp_path, monke
     calls = []
     real = ledger.evaluate
     monkeypatch.setattr(ledger, "evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
-    settings, cache = load_profile("cpu"), tmp_path / "cache"
+    settings, cache = Settings.from_profile("cpu"), tmp_path / "cache"
     first = site.ledger_table(sources=sources, settings=settings, cache=cache)
     (path,) = cache.glob("cpu-*.json")
     stored = json.loads(path.read_text())

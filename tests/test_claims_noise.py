@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dartlib.experiments.grid import SCHEMA
+from dartlib.experiments.settings import Settings
 from dartlib.analysis import noise
 from dartlib.book import claims, claims_page
 from dartlib.paths import REPO_ROOT
@@ -281,11 +282,12 @@ def test_the_configuration_judged_is_read_from_the_rows_own_record(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"gphi": {"epochs": 19, "chosen_alpha": 30.0}}))
     recorded = claims_page.recorded_refiner(folder=tmp_path)
     assert recorded["dart_epochs"] == 19 and recorded["dart_alpha"] == 30.0
-    profile = {"dart_epochs": 50, "dart_alpha": 0.1, "ablation_epochs": 2, "ablation_alpha": 30.0,
-               "table1_corruptions": ["fog"], "note_finetune_epochs": 1}
-    label = claims_page.judged_configuration(params={**profile, **recorded}, experiments=["table1"])
+    profile = Settings.from_profile("cpu", dart_epochs=50, dart_alpha=0.1, ablation_epochs=2, ablation_alpha=30.0,
+                                    table1_corruptions=["fog"], note_finetune_epochs=1)
+    judged = profile.replace(dart_epochs=recorded["dart_epochs"], dart_alpha=recorded["dart_alpha"])
+    label = claims_page.judged_configuration(settings=judged, recorded=recorded["recorded"], experiments=["table1"])
     assert "g_phi 19 epochs at alpha 30 (recorded: run.json)" in label and "Table 1: g_phi 50" not in label
-    assert "no record" in claims_page.judged_configuration(params=profile, experiments=["table1"])
+    assert "no record" in claims_page.judged_configuration(settings=profile, recorded="", experiments=["table1"])
     # rows of two alphas do not say which refiner is the main one: no record
     pd.concat([rows, rows.assign(params="alpha=0.1", corruption="snow")]).to_csv(tmp_path / "table1.csv", index=False)
     assert claims_page.recorded_refiner(folder=tmp_path) == {}

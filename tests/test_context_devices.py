@@ -89,8 +89,8 @@ def test_notebook_09_memo_contexts_derive_from_the_table1_context(sentinel, tiny
     s = _settings()
     source, refiner = small_cnn(10, width=4).eval(), _refiner()
     # as prepare_context(method_inputs=False) makes it, with no device named
-    base = TestTimeContext(source=source, refiner=refiner, batch_size=s["test_batch_size"],
-                           options={"memo": {"n_augmentations": s["memo_augmentations"]}})
+    base = TestTimeContext(source=source, refiner=refiner, batch_size=s.test.batch_size,
+                           options={"memo": {"n_augmentations": s.methods.memo_augmentations}})
     seen = {}
     monkeypatch.setattr(appendix_settings, "_run", lambda settings, cells, context_of, **_: seen.update(
         cells=cells, context_of=context_of))
@@ -99,8 +99,8 @@ def test_notebook_09_memo_contexts_derive_from_the_table1_context(sentinel, tiny
     assert memo_cells and all(seen["context_of"](c).device == sentinel for c in seen["cells"])
     for cell in memo_cells:
         mode = {"stored": "source", "adapted": "batch"}[cell.options["bn"]]
-        former = _former(source, refiner, batch_size=s["test_batch_size"],
-                         options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
+        former = _former(source, refiner, batch_size=s.test.batch_size,
+                         options={"memo": {"bn": mode, "n_augmentations": s.methods.memo_augmentations}})
         assert seen["context_of"](cell).inputs(cell) == former.inputs(cell)
 
 
@@ -162,7 +162,7 @@ def test_notebook_08_contexts_and_refiners_are_on_the_machines_device(sentinel, 
     sensitivity.run_test_batches(study)
     assert calls == [("refiners", sentinel)], calls
     (bn_cells, bn_inputs), (alpha_cells, alpha_inputs), (imb_cells, imb_inputs), (batch_cells, batch_inputs) = grids
-    batch = s["test_batch_size"]
+    batch = s.test.batch_size
     for cells, inputs, prefix in ((bn_cells, bn_inputs, "alpha"), (alpha_cells, alpha_inputs, "alpha"),
                                   (imb_cells, imb_inputs, "epochs")):
         assert {c.refiner for c in cells} == {"none", "dart"}

@@ -196,7 +196,7 @@ def test_every_grid_is_prepared_and_cut_from_one_settings_object():
         parameters = set(inspect.signature(spec.prepare).parameters)
         assert parameters - {"method_inputs", "with_refiner"} == {"settings", "device", "progress", "trained_only"}, (name, parameters)
         cells = spec.cells(settings)
-        assert cells and all(c.dataset == settings["corrupted_dataset"] for c in cells), name
+        assert cells and all(c.dataset == settings.test.corrupted_dataset for c in cells), name
     # a value changed on the object reaches the cells: the seed of every stream
     assert {c.seed for c in GRIDS["table1"].cells(settings.replace(seed=3))} == {3}
     assert settings.replace(source_arch="resnet26-w8").checkpoint().name == "cifar10-resnet26-w8-cpu-seed0.pt"

@@ -52,26 +52,25 @@ def _one_error_line(capsys) -> str:
     return err
 
 
-@pytest.mark.parametrize("line_from, line_to, expected", [
-    ("toy_n_sim:", "toy_nsim: 2000", "smoke.yaml: unknown key 'toy_nsim' (did you mean 'toy_n_sim'?)"),
-    ("toy_grid_points:", None, "smoke.yaml: key 'toy_grid_points' is missing (a parameter of notebook 01_toy_gaussian); "
-                               "add it, e.g. `toy_grid_points: 25`"),
-    ("table1_corruptions:", "table1_corruptions: gaussian_noise",
+@pytest.mark.parametrize("line, expected", [
+    ("toy_nsim: 2000", "smoke.yaml: unknown key 'toy_nsim' (did you mean 'toy_n_sim'?)"),
+    ("table1_corruptions: gaussian_noise",
      "smoke.yaml: table1_corruptions: 'gaussian_noise' is a string; expected a list of corruption names such as "
      "`table1_corruptions: [gaussian_noise]`"),
-    ("test_batch_size:", "test_batch_size: -5", "smoke.yaml: test_batch_size: -5 is out of range; expected an integer >= 1"),
-    ("table1_corruptions:", "table1_corruptions: [gausian_noise]",
+    ("test_batch_size: -5", "smoke.yaml: test_batch_size: -5 is out of range; expected an integer >= 1"),
+    ("table1_corruptions: [gausian_noise]",
      "table1_corruptions: unknown corruption 'gausian_noise' (did you mean 'gaussian_noise'?); valid: gaussian_noise"),
-    ("severity:", "severity: 6", "smoke.yaml: severity: 6 is out of range; expected an integer between 1 and 5"),
-    ("extra_methods:", "extra_methods: [memo, rooid]", "extra_methods: unknown method 'rooid' (did you mean 'roid'?)"),
-    ("dart_alpha:", "dart_alpha: .nan", "smoke.yaml: dart_alpha: nan is not finite; expected a number >= 0"),
-    ("retrain_check:", "retrain_check: yes please", "retrain_check: 'yes please' is a string; expected true or false"),
-    ("seed:", "seed: [0", "smoke.yaml, line 5: not valid YAML"),
-    ("source_arch:", "source_arch: resnet62", "source_arch: unknown architecture 'resnet62' (did you mean 'resnet26'?)"),
-    ("shortcut_studies:", "shortcut_studies: [table1]", "shortcut_studies: unknown study 'table1'"),
+    ("severity: 6", "smoke.yaml: severity: 6 is out of range; expected an integer between 1 and 5"),
+    ("extra_methods: [memo, rooid]", "extra_methods: unknown method 'rooid' (did you mean 'roid'?)"),
+    ("dart_alpha: .nan", "smoke.yaml: dart_alpha: nan is not finite; expected a number >= 0"),
+    ("retrain_check: yes please", "retrain_check: 'yes please' is a string; expected true or false"),
+    ("seed: [0", "smoke.yaml, line 6: not valid YAML"),
+    ("source_arch: resnet62", "source_arch: unknown architecture 'resnet62' (did you mean 'resnet26'?)"),
+    ("shortcut_studies: [table1]", "shortcut_studies: unknown study 'table1'"),
 ])
-def test_bad_profile_stops_run_before_any_notebook(profiles, nothing_runs, capsys, line_from, line_to, expected):
-    _edit(profiles, line_from, line_to)
+def test_bad_profile_stops_run_before_any_notebook(profiles, nothing_runs, capsys, line, expected):
+    path = profiles / "smoke.yaml"  # the root profile: only what differs from the settings tree's defaults
+    path.write_text(path.read_text() + line + "\n")
     assert cli.main(["run", "--profile", "smoke", "01"]) == 2
     assert expected in _one_error_line(capsys)
     assert not nothing_runs.exists()
@@ -91,7 +90,7 @@ def test_every_profile_command_checks_the_profile_first(profiles, monkeypatch, c
     monkeypatch.setattr(grid, "run_grid", lambda *a, **k: pytest.fail("grid ran"))
     monkeypatch.setattr(training, "train_source", lambda *a, **k: pytest.fail("training ran"))
     monkeypatch.setattr("dartlib.book.site.build_book", lambda *a, **k: pytest.fail("book built"))
-    _edit(profiles, "toy_n_sim:", "toy_nsim: 2000")
+    (profiles / "smoke.yaml").write_text((profiles / "smoke.yaml").read_text() + "toy_nsim: 2000\n")
     assert cli.main(argv) == 2
     assert "unknown key 'toy_nsim' (did you mean 'toy_n_sim'?)" in _one_error_line(capsys)
 
@@ -126,28 +125,27 @@ def test_a_bad_extends_is_one_line_naming_the_file(profiles, name, line_from, li
     assert expected in str(err.value) and len(str(err.value).splitlines()) == 1
 
 
-def test_every_number_a_notebook_takes_has_a_stated_range():
-    """The types come from the notebooks' parameters cells; a new numeric parameter must be given
-    its range in dartlib.schema.RANGES (once), or profiles could set it to anything."""
-    params = schema.notebook_parameters()
-    numeric = {k for k, (v, _) in params.items()
-               if schema._kind_of(v) in ("int", "float", "list of int", "list of float")}
+def test_every_number_of_the_settings_tree_has_a_stated_range():
+    """A numeric setting is given its range beside its default (dartlib/settings_tree.py), or profiles
+    could set it to anything."""
+    from dartlib.settings_tree import SETTINGS
+
+    numeric = {k for k, p in SETTINGS.items() if schema._kind_of(p.default()) in ("int", "float", "list of int", "list of float")}
     assert numeric - set(schema.RANGES) == set()
-    assert set(schema.RANGES) - set(params) == set()  # no range for a parameter that no longer exists
+    assert "dart_alpha" in numeric and "profile" not in numeric
 
 
-def test_schema_follows_the_notebooks_parameters_cells(tmp_path):
-    """A parameter added to a notebook is a key every profile must define (the schema is derived)."""
+def test_a_notebook_parameter_the_settings_tree_does_not_hold_is_found(tmp_path):
+    """A parameters cell sets settings of the tree only: a new knob must be added to the tree first."""
     import json
 
     first, *others = runner.notebook_paths()
+    assert schema.unknown_parameters() == []
     nb = json.loads(first.read_text())
     cell = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
     cell["source"] = "".join(cell["source"]) + "\nnew_knob = 3\n"
     (tmp_path / "01_copy.ipynb").write_text(json.dumps(nb))
-    values = yaml.safe_load((PROFILES_DIR / "smoke.yaml").read_text())
-    with pytest.raises(ProfileError, match="key 'new_knob' is missing .*01_copy.*`new_knob: 3`"):
-        schema.check_values(values, file=PROFILES_DIR / "smoke.yaml", notebooks=[tmp_path / "01_copy.ipynb", *others])
+    assert schema.unknown_parameters([tmp_path / "01_copy.ipynb", *others]) == ["01_copy: new_knob"]
 
 
 @pytest.mark.parametrize("argv, message", [

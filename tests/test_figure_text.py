@@ -56,7 +56,6 @@ def _cpu_figures(tmp_path, monkeypatch) -> dict:
 
     from dartlib.experiments.grid import parse_params, read_results
     from dartlib.experiments.settings import Settings
-    from dartlib.profiles import load_profile
     from dartlib.reporting import figures
     from dartlib.studies import prediction_deviation, sensitivity, table1
 
@@ -74,7 +73,7 @@ def _cpu_figures(tmp_path, monkeypatch) -> dict:
     batch = read_results(CPU / "sensitivity_batch.csv")
     batch["column"] = [int(parse_params(p)["test_batch"]) for p in batch.params]
     drawn["sensitivity"] = sensitivity.plot_sensitivity(alpha_frame=alpha, batch_frame=batch,
-                                                        settings=Settings("cpu", dict(load_profile("cpu"))))
+                                                        settings=Settings.from_profile("cpu"))
     results = table1.with_row_labels(read_results(CPU / "table1.csv"))
     methods = [m for m in table1.TABLE1_METHODS if m in set(results.method)]
     order = table1.row_order(methods)

@@ -11,7 +11,7 @@ import pytest
 from dartlib.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "dartlib"
-BASE = {"paths", "registry", "devices", "profiles", "environment", "provenance", "extras", "__init__"}
+BASE = {"paths", "registry", "devices", "profiles", "settings_tree", "environment", "provenance", "extras", "__init__"}
 ENTRY = {"cli", "runner", "schema", "__main__"}
 LAYERS = ["data", "models", "dart", "tta", "experiments", "analysis", "perf", "reporting", "studies", "book"]
 

@@ -50,7 +50,7 @@ def test_each_cell_gets_its_bn_mode_and_32_views():
     by_bn = {c.options["bn"]: context_of(c) for c in memo_views.profile_cells(s)}
     assert by_bn["stored"].fields["options"]["memo"] == {"bn": "source", "n_augmentations": 32}
     assert by_bn["adapted"].fields["options"]["memo"] == {"bn": "batch", "n_augmentations": 32}
-    assert s["memo_augmentations"] != 32
+    assert s.methods.memo_augmentations != 32
 
 
 def test_the_block_sets_32_views_beside_the_profiles_and_their_difference():

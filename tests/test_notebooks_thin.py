@@ -40,6 +40,6 @@ def test_notebook_16_prepares_the_test_sets_it_reads_before_it_reads_them():
     [notebook] = [p for p in NOTEBOOKS if p.name.startswith("16_")]
     cells = json.loads(notebook.read_text())["cells"]
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    prepared = code.find("ensure_corrupted(corrupted_dataset")
-    assert prepared >= 0, "notebook 16 reads corrupted_dataset without preparing it (dartlib.data.prepare.ensure_corrupted)"
-    assert prepared < code.find("load(corrupted_dataset")
+    prepared = code.find("ensure_corrupted(settings.test.corrupted_dataset")
+    assert prepared >= 0, "notebook 16 reads its corrupted sets without preparing them (dartlib.data.prepare.ensure_corrupted)"
+    assert prepared < code.find("load(settings.test.corrupted_dataset")

@@ -11,7 +11,8 @@ import nbformat
 
 from dartlib.paths import REPO_ROOT
 from dartlib.profiles import load_profile
-from dartlib.provenance import recorded_parameters, sha256_file, stale_inputs, stale_outputs, stale_parameters
+from dartlib.provenance import (recorded_parameters, setting_reads, sha256_file, stale_inputs, stale_outputs,
+                                stale_parameters)
 
 UNRECORDED = REPO_ROOT / "results" / "pages_without_inputs.txt"
 
@@ -138,12 +139,19 @@ def test_the_kernel_records_what_it_reads(tmp_path):
             "pandas.read_csv('data/paper/table1_main.csv')\n"
             "open('README.md').read()\n"
             "open('data/checkpoints/MANIFEST.json').read()\n"
-            "import dartlib.analysis.noise\n")
+            "import dartlib.analysis.noise\n"
+            "from dartlib.experiments.settings import Settings\n"
+            "s = Settings.from_params({'profile': 'cpu', 'dart_epochs': 3})\n"
+            "s.dart.alpha, s.dart.epochs, s.dart.alpha\n")
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True,
                    env={**os.environ, "DART_READS_LOG": str(log)})
-    read = log.read_text().split()
+    lines = log.read_text().splitlines()
+    read = [line for line in lines if not line.startswith("S:")]
     assert "data/paper/table1_main.csv" in read and "dartlib/analysis/noise.py" in read
     assert "README.md" not in read and "data/checkpoints/MANIFEST.json" not in read
+    # the settings read through the tree, once each, with the values read: the profile's, the given on top
+    assert setting_reads(lines) == {"dart_alpha": load_profile("cpu")["dart_alpha"], "dart_epochs": 3}
+    assert sum(line.startswith("S:dart_alpha=") for line in lines) == 1
 
 
 def test_a_profile_edit_makes_stale_exactly_the_pages_that_read_the_value():

@@ -4,6 +4,7 @@ variant (PolyLoss, gradient clipping), and the runner's overrides, output folder
 from __future__ import annotations
 
 import math
+import shutil
 import time
 
 import nbformat
@@ -13,6 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dartlib import paths, runner
+from dartlib.paths import PROFILES_DIR
 from dartlib.models.training import RECIPES, EpochBatches, clip_gradients, sgd_epoch, source_loss
 from dartlib.profiles import ProfileError
 from dartlib.schema import checked_profile
@@ -136,11 +138,11 @@ def test_the_time_guard_stops_a_run_and_keeps_what_finished(tmp_path, monkeypatc
     """A cell still running when the budget is spent is interrupted: the rows it wrote before stay,
     its notebook is ``stopped``, later notebooks are ``not run``; values come from --set."""
     nb_dir = tmp_path / "notebooks"
-    (nb_dir / "profiles").mkdir(parents=True)
-    (nb_dir / "profiles" / "smoke.yaml").write_text("profile: smoke\nrows: 1\n")
-    params = 'profile = "smoke"\nrows = 1'
+    nb_dir.mkdir()
+    shutil.copytree(PROFILES_DIR, nb_dir / "profiles")
+    params = 'profile = "smoke"\ncost_repeats = 1'  # a setting of the tree standing for a grid's size
     grid = ("from pathlib import Path\nimport time\nfrom dartlib.paths import results_dir\n"
-            "for i in range(rows):\n"
+            "for i in range(cost_repeats):\n"
             "    with open(results_dir(profile) / 'rows.csv', 'a') as f: f.write(f'{i}\\n')\n"
             "    time.sleep(0.5 if i < 2 else 60)")
     nbformat.write(_notebook(grid, params=params), nb_dir / "01_grid.ipynb")
@@ -151,7 +153,7 @@ def test_the_time_guard_stops_a_run_and_keeps_what_finished(tmp_path, monkeypatc
     monkeypatch.setenv(paths.OUTPUT_PROFILE_ENV, "")
     out = tmp_path / "out"
     start = time.monotonic()
-    runs = runner.run_profile(profile="smoke", overrides={"rows": 5}, output=out, budget=20.0)
+    runs = runner.run_profile(profile="smoke", overrides={"cost_repeats": 5}, output=out, budget=20.0)
     assert time.monotonic() - start < 50  # not the 60 s the third row would take
     assert [r.status for r in runs] == ["stopped", "not run"], runs
     assert "time guard" in runs[0].detail and "run the same command again" in runs[0].detail

@@ -67,7 +67,7 @@ def test_the_report_pairs_each_gain_on_its_streams_and_says_what_is_not_run():
     assert table.loc["gain, paper g_phi, seed 0", "rho=100"].startswith("5.00 ± ≤")
     assert table.loc["gain, paper g_phi, seeds 0-2", "IR=5000"].startswith("5.00 ± ≤")  # each seed on its own streams
     assert table.loc["+DART, paper g_phi, seeds 0-2", "rho=100"].startswith("68.33 ± ")  # (75 + 65 + 65) / 3
-    own = f"gain, cpu g_phi ({_settings()['dart_epochs']} ep, alpha {_settings()['dart_alpha']:g})"  # the profile's own
+    own = f"gain, cpu g_phi ({_settings().dart.epochs} ep, alpha {_settings().dart.alpha:g})"  # the profile's own
     assert table.loc[own, "rho=100"].startswith("2.00 ± ≤")
     assert table.loc["BNAdapt", "rho=1"] == "not run (0 of 2)"
     assert table.loc["paper: gain", "IR=5000"] == "+62.1" and table.loc["paper: gain", "rho=100"] == "+18.1"

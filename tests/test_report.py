@@ -129,7 +129,7 @@ def test_more_settings_figure_labels_the_methods_as_the_tables_do(tmp_path, monk
 
     monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
     rows = read_results(Path(__file__).parent / "golden" / "smoke" / "more_settings.csv")
-    settings = Settings("smoke", {"corrupted_dataset": "fmnistc"})
+    settings = Settings.from_params({"profile": "smoke", "corrupted_dataset": "fmnistc"})
     fig = plot_more_settings(imb=rows[rows.experiment == "app_cifar10c_imb"],
                              mixed=rows[rows.experiment == "app_mixed"], settings=settings)
     bars = [t.get_text() for t in fig.axes[1].get_xticklabels()]
@@ -156,7 +156,7 @@ def test_sensitivity_figure_labels_the_methods_as_the_tables_do(tmp_path, monkey
                                  "shift_param": float("nan"), **cell}
                                 for b in (16, 64) for i, (m, r) in enumerate(methods)])
     fig = plot_sensitivity(alpha_frame=alpha_frame, batch_frame=batch_frame,
-                           settings=Settings("smoke", {"alpha_values": [0, 1]}))
+                           settings=Settings.from_params({"profile": "smoke", "alpha_values": [0, 1]}))
     curves = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert curves == ["NoAdapt", "BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"]
     assert [c.lines[0].get_ydata()[0] for c in fig.axes[1].containers] == [70.16, 71.16, 72.16, 73.16, 74.16]

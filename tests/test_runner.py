@@ -7,7 +7,6 @@ import shutil
 
 import nbformat
 import pytest
-import yaml
 
 from dartlib import cli, runner
 from dartlib.paths import PROFILES_DIR
@@ -29,7 +28,7 @@ def test_unknown_profile_lists_valid_names():
 
 
 def test_every_notebook_parameters_cell_holds_the_smoke_values():
-    smoke = yaml.safe_load((PROFILES_DIR / "smoke.yaml").read_text())
+    smoke = load_profile("smoke")  # the settings tree's defaults and smoke.yaml's differences from them
     paths = runner.notebook_paths()
     assert paths, "no numbered notebooks found"
     for path in paths:
@@ -37,13 +36,14 @@ def test_every_notebook_parameters_cell_holds_the_smoke_values():
         assert params, f"{path.name} has no tagged parameters cell"
         assert ast.literal_eval(params.get("profile")) == "smoke", path.name
         for name, default in params.items():
-            assert name in smoke, f"{path.name}: parameter {name} missing from smoke.yaml"
+            assert name in smoke, f"{path.name}: parameter {name} is no setting of dartlib/settings_tree.py"
             assert ast.literal_eval(default) == smoke[name], (f"{path.name}: {name}={default} != smoke; write the smoke "
                                                               "values in: python -m dartlib profiles --sync-notebooks")
 
 
 def test_a_smoke_value_changed_once_reaches_every_parameters_cell(tmp_path, monkeypatch):
-    """A smoke value is written in smoke.yaml alone; `profiles --sync-notebooks` carries it into the cells."""
+    """A smoke value is written once (the tree's default, or smoke.yaml where it differs); `profiles
+    --sync-notebooks` carries it into the cells."""
     from dartlib import schema
 
     folder = tmp_path / "profiles"
@@ -55,14 +55,14 @@ def test_a_smoke_value_changed_once_reaches_every_parameters_cell(tmp_path, monk
         shutil.copy(runner.NOTEBOOKS_DIR / f"{name}.ipynb", copies[-1])
     assert schema.sync_parameters_cells(write=False, paths=copies) == []
     smoke = (folder / "smoke.yaml").read_text()
-    (folder / "smoke.yaml").write_text(smoke.replace("\nseed: 0", "\nseed: 3").replace(
-        "table1_corruptions: [\"gaussian_noise\"]", "table1_corruptions: [gaussian_noise, fog]"))
+    (folder / "smoke.yaml").write_text(smoke + "toy_n_sim: 2000000\ntable1_corruptions: [gaussian_noise, fog]\n")
     changed = schema.sync_parameters_cells(write=True, paths=copies)
-    assert "06_table1_main: table1_corruptions [\"gaussian_noise\"] -> [\"gaussian_noise\", \"fog\"]" in changed
-    assert sum(line.endswith("seed 0 -> 3") for line in changed) == 2
+    assert changed == ["01_toy_gaussian: toy_n_sim 1000000 -> 2000000",
+                       "06_table1_main: table1_corruptions [\"gaussian_noise\"] -> [\"gaussian_noise\", \"fog\"]"]
     cell = next(c for c in nbformat.read(copies[1], as_version=4).cells if "parameters" in c.metadata.get("tags", []))
     assert 'table1_corruptions: list = ["gaussian_noise", "fog"]  # corruptions of the Table 1 block' in cell.source
-    assert "seed: int = 3  # seed of" in cell.source
+    toy = next(c for c in nbformat.read(copies[0], as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+    assert "toy_n_sim: int = 2000000  # Monte-Carlo" in toy.source
     assert schema.sync_parameters_cells(write=False, paths=copies) == []
 
 
@@ -145,8 +145,8 @@ def _notebook(*sources: str, params: str) -> nbformat.NotebookNode:
 
 def test_run_profile_injects_values_and_names_the_failing_cell(tmp_path, monkeypatch, capsys):
     nb_dir = tmp_path / "notebooks"
-    (nb_dir / "profiles").mkdir(parents=True)
-    shutil.copy(PROFILES_DIR / "smoke.yaml", nb_dir / "profiles" / "smoke.yaml")
+    nb_dir.mkdir()
+    shutil.copytree(PROFILES_DIR, nb_dir / "profiles")
     (nb_dir / "profiles" / "smoke.yaml").write_text("profile: smoke\nseed: 5\n")
     params = 'profile = "smoke"\nseed = 0'
     nbformat.write(_notebook("assert seed == 5, seed", params=params), nb_dir / "01_ok.ipynb")
@@ -168,6 +168,24 @@ def test_run_profile_injects_values_and_names_the_failing_cell(tmp_path, monkeyp
     assert cli.main(["run", "--profile", "smoke", "--keep-going"]) == 1
     err = capsys.readouterr().err
     assert "FAILED: notebook 02_bad, cell In[4] `raise ValueError('boom')`" in err
+
+
+def test_an_override_the_cell_does_not_take_reaches_the_settings_and_the_page_records_what_it_read(tmp_path, monkeypatch):
+    """A notebook's cell takes `profile` alone; `--set seed=5` reaches it through the settings tree,
+    and the executed page records the settings it read, with their values."""
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    shutil.copytree(PROFILES_DIR, nb_dir / "profiles")
+    code = ("from dartlib.experiments.settings import Settings\n"
+            "settings = Settings.from_params(globals())\n"
+            "assert (settings.seed, settings.dart.alpha) == (5, 0.1), settings.seed")
+    nbformat.write(_notebook(code, params='profile = "smoke"'), nb_dir / "01_ok.ipynb")
+    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", nb_dir)
+    monkeypatch.setattr("dartlib.profiles.PROFILES_DIR", nb_dir / "profiles")
+    runs = runner.run_profile(profile="smoke", overrides={"seed": 5}, output=tmp_path / "out")
+    assert [r.status for r in runs] == ["ok"], runs
+    page = nbformat.read(next((tmp_path / "out").rglob("01_ok.ipynb")), as_version=4)
+    assert page.metadata["dart"]["parameters"] == {"profile": "smoke", "seed": 5, "dart_alpha": 0.1}
 
 
 def test_kernel_log_lines_go_to_a_file_not_the_terminal(tmp_path, capfd):

@@ -10,6 +10,7 @@ import pandas as pd
 
 from dartlib.book import claims as claims_ledger
 from dartlib.book.sources import BOOK_DIR, BookSources
+from dartlib.experiments.settings import Settings
 from dartlib.paths import REPO_ROOT
 
 
@@ -20,11 +21,11 @@ LEDGER_CODE = ("book/claims.py", "analysis/noise.py", "experiments/outcomes.py",
 LEDGER_CACHE = BOOK_DIR / ".ledger-cache"
 
 
-def ledger_key(*, sources: BookSources, settings: dict) -> str:
+def ledger_key(*, sources: BookSources, settings: Settings) -> str:
     """A digest of everything the ledger's evaluation of ``sources`` reads (see :data:`LEDGER_CODE`)."""
     import hashlib
 
-    digest = hashlib.sha256(f"{sources.profile}\0{settings.get('corrupted_dataset')}".encode())
+    digest = hashlib.sha256(f"{sources.profile}\0{settings.test.corrupted_dataset}".encode())
     package = Path(claims_ledger.__file__).parent.parent
     files = [claims_ledger.CLAIMS_FILE, *sorted(claims_ledger.PAPER_DIR.glob("*.csv")),
              *(package / name for name in LEDGER_CODE)]
@@ -36,7 +37,7 @@ def ledger_key(*, sources: BookSources, settings: dict) -> str:
     return digest.hexdigest()[:20]
 
 
-def ledger_table(*, sources: BookSources, settings: dict, cache: Path | None = LEDGER_CACHE) -> pd.DataFrame:
+def ledger_table(*, sources: BookSources, settings: Settings, cache: Path | None = LEDGER_CACHE) -> pd.DataFrame:
     """The claims ledger evaluated on ``sources`` (``claims.evaluate``), once per set of inputs:
     kept in ``cache`` (``build/book/.ledger-cache/<profile>-<key>.json``, :func:`ledger_key`) and
     read back while none of its inputs changed and its contents match the digest stored with them
@@ -50,7 +51,7 @@ def ledger_table(*, sources: BookSources, settings: dict, cache: Path | None = L
             table = _read_ledger(path, key=key)
             if table is not None:
                 return table
-    table = claims_ledger.evaluate(sources.profile, corrupted_dataset=settings.get("corrupted_dataset"),
+    table = claims_ledger.evaluate(sources.profile, corrupted_dataset=settings.test.corrupted_dataset,
                                    folder=sources.results)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -110,9 +110,9 @@ def _table1(*, settings) -> pd.DataFrame:
     from dartlib.paths import results_dir
     from dartlib.studies import table1
 
-    if settings["corrupted_dataset"] != "cifar10c":
+    if settings.test.corrupted_dataset != "cifar10c":
         raise ValueError(f"docs/results.md's Table 1 sets CIFAR-10-C rows beside the paper's; profile {settings.profile} "
-                         f"runs {settings['corrupted_dataset']}")
+                         f"runs {settings.test.corrupted_dataset}")
     folder = results_dir(settings.profile)
     results = stored_rows(table1.profile_cells(settings), path=folder / "table1.csv")
     report = stored_rows(table1.profile_note_report_cells(settings), path=folder / "note_report.csv")
@@ -139,14 +139,13 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     from dartlib.experiments.settings import Settings
     from dartlib.paths import results_dir
     from dartlib.studies import all_corruptions, memo_views, paper_config
-    from dartlib.profiles import load_profile
     from dartlib.studies.diagnosis import diagnosis_results
 
     settings = Settings.from_profile(profile)
     rows = paper_config.paper_config_results(profile=profile, compute=False)
     outcomes = folder_outcomes(results_dir(profile))
     common = dict(settings=settings, rows=rows, outcomes=outcomes)
-    variants = list(load_profile(profile)["diagnosis_variants"])
+    variants = list(settings.diagnosis.variants)
     diagnosis_rows, _ = diagnosis_results(profile=profile, compute=False, names=variants)  # read once, for both tables
     return {
         "table1": _markdown(_table1(settings=settings), first="method"),
@@ -188,16 +187,16 @@ def figure3_caption(*, profile: str = PROFILE) -> str:
     first, last = curve.columns.min(), curve.columns.max()
     block = paper_config.bnadapt_block(settings=settings, rows=paper_config.paper_config_results(profile=profile, compute=False),
                                        outcomes=folder_outcomes(results_dir(profile)))
-    rhos = [f"rho={r:g}" for r in settings["lt_rhos"]]
+    rhos = [f"rho={r:g}" for r in settings.test.lt_rhos]
     gains = [str(block.loc["gain, paper g_phi, seeds 0-2", r]) for r in rhos]
     ours = " / ".join(g if g.startswith("-") else f"+{g}" for g in gains)
     paper = " / ".join(str(block.loc["paper: gain", r]) for r in rhos)
-    return (f"*Figure 3, {profile} profile, {refiner_words({k: settings[k] for k in ('dart_epochs', 'dart_alpha')})}, "
-            f"seed {settings['seed']} (the paper's configuration; ResNet-26 of width 16, generated CIFAR-10-C, mean over "
-            f"{len(settings['fig3_corruptions'])} corruptions): BNAdapt falls {curve.loc['bnadapt', first]:.1f} -> "
+    return (f"*Figure 3, {profile} profile, {refiner_words({'dart_epochs': settings.dart.epochs, 'dart_alpha': settings.dart.alpha})}, "
+            f"seed {settings.seed} (the paper's configuration; ResNet-26 of width 16, generated CIFAR-10-C, mean over "
+            f"{len(settings.deviation.fig3_corruptions)} corruptions): BNAdapt falls {curve.loc['bnadapt', first]:.1f} -> "
             f"{curve.loc['bnadapt', last]:.1f} from rho = {first:g} to {last:g}, BNAdapt+DART goes "
             f"{curve.loc['bnadapt+dart', first]:.1f} -> {curve.loc['bnadapt+dart', last]:.1f}. Over three g_phi seeds "
-            f"DART's gain over BNAdapt is {ours} at rho {' / '.join(f'{r:g}' for r in settings['lt_rhos'])} (the paper: "
+            f"DART's gain over BNAdapt is {ours} at rho {' / '.join(f'{r:g}' for r in settings.test.lt_rhos)} (the paper: "
             f"{paper}; [docs/results.md](docs/results.md)). The former shortcut's rows (10 epochs at alpha 30): "
             f"[results/cpu/shortcut/](results/cpu/shortcut/README.md).*\n")
 
@@ -207,9 +206,9 @@ def claims_tally(*, profile: str = PROFILE) -> str:
     :func:`dartlib.book.claims_page.count_line` and :func:`~dartlib.book.claims_page.size_line`), in words."""
     from dartlib.book.claims import evaluate
     from dartlib.book.claims_page import PAGE_RESULTS, size_counts, verdict_counts
-    from dartlib.profiles import load_profile
+    from dartlib.experiments.settings import Settings
 
-    table = evaluate(profile, corrupted_dataset=load_profile(profile).get("corrupted_dataset"),
+    table = evaluate(profile, corrupted_dataset=Settings.from_profile(profile).test.corrupted_dataset,
                      folder=PAGE_RESULTS[profile])
     size = size_counts(table=table)
     return (f"of {len(table)} checks, " + ", ".join(f"{n} {v}" for v, n in verdict_counts(table=table).items())

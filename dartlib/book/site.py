@@ -46,7 +46,7 @@ from dartlib.book.sources import (BOOK_DIR, BookSources, book_sources, executed_
                                   missing_results_note)
 from dartlib.experiments.grid import folder_outcomes, read_results
 from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
-from dartlib.profiles import load_profile
+from dartlib.experiments.settings import Settings
 from dartlib.reporting.paper import TABLES as PAPER_TABLES, load_table
 from dartlib.reporting.tables import with_row_labels
 from dartlib.studies.costs import cost_rows
@@ -83,7 +83,7 @@ def markdown_table(frame: pd.DataFrame, *, digits: int = 1) -> str:
     return "\n".join(f"| {row} |" for row in rows) + "\n"
 
 
-def overview_page(*, sources: BookSources, settings: dict, notebooks: list[str] | tuple[str, ...] = (),
+def overview_page(*, sources: BookSources, settings: Settings, notebooks: list[str] | tuple[str, ...] = (),
                   table: pd.DataFrame | None = None) -> str:
     """The front page: first the answer (which of the paper's claims hold, fail or were not run,
     with the numbers behind them: :mod:`dartlib.book.answer`), then every claim under its verdict,
@@ -116,28 +116,28 @@ def overview_page(*, sources: BookSources, settings: dict, notebooks: list[str] 
     ])
 
 
-def profile_setting(settings: dict) -> str:
+def profile_setting(settings: Settings) -> str:
     """The profile's model in a few words: "ResNet-26 w16" for ``resnet26-w16``."""
-    arch = str(settings.get("source_arch", "its own model"))
+    arch = str(settings.source.arch)
     return re.sub(r"^resnet(\d+)-?", r"ResNet-\1 ", arch).strip()
 
 
-def _seed_section(*, sources: BookSources, settings: dict) -> list[str]:
+def _seed_section(*, sources: BookSources, settings: Settings) -> list[str]:
     """Table 1's BNAdapt rows and CIFAR-10C-imb over seeds (notebook 15's seed replicas), mean ± std
     beside the paper's, where at least two seeds were run; nothing otherwise."""
     path = sources.results / "diagnosis.csv"
-    if not path.is_file() or "lt_rhos" not in settings or "online_irs" not in settings:
-        return []  # no replicas, or a profile without the LT and imbalance settings they are read at
+    if not path.is_file():
+        return []  # no replicas
     from dartlib.dart.refiner import DartConfig
 
     paper = DartConfig()  # the paper's g_phi: a profile whose own g_phi it is reads the replicas of that one
-    own_is_paper = (settings.get("dart_epochs"), settings.get("dart_alpha")) == (paper.epochs, paper.alpha)
-    table = seed_table(rows=read_results(path), lt_rhos=settings["lt_rhos"], online_irs=settings["online_irs"],
+    own_is_paper = (settings.dart.epochs, settings.dart.alpha) == (paper.epochs, paper.alpha)
+    table = seed_table(rows=read_results(path), lt_rhos=settings.test.lt_rhos, online_irs=settings.online.irs,
                        group="paper" if own_is_paper else "table1")
     if not len(table) or table["seeds"].max() < 2:
         return []
-    return [f"**Over seeds.** Table 1's BNAdapt rows and CIFAR-10C-imb (g_phi {settings.get('dart_epochs')} epochs at "
-            f"alpha {settings.get('dart_alpha'):g}), each seed drawing g_phi's initialisation, "
+    return [f"**Over seeds.** Table 1's BNAdapt rows and CIFAR-10C-imb (g_phi {settings.dart.epochs} epochs at "
+            f"alpha {settings.dart.alpha:g}), each seed drawing g_phi's initialisation, "
             "its intermediate batches and the test streams (notebook 15; mean ± std over seeds of the mean over "
             "corruptions; `seeds` says how many covered every corruption), beside the paper's mean ± std over its "
             "4 seeds; DART's effect is taken seed by seed:", "",
@@ -238,16 +238,16 @@ def _cost_table(results: Path) -> list[str]:
             "ResNet-26, CIFAR-10-C.", "", markdown_table(side[[k for k in keep if k in side]], digits=3), ""]
 
 
-def _table1(results: Path, settings: dict) -> str:
+def _table1(results: Path, settings: Settings) -> str:
     """Table 1 rendered from ``table1.csv`` itself, so the book never shows an older rendering."""
     table1 = results / "table1.csv"
     if not table1.is_file():
         return (f"Table 1 has not been computed on this profile (notebook 06): run `make reproduce"
-                f"{'' if settings.get('profile') == 'smoke' else ' PROFILE=' + str(settings.get('profile'))}`.")
+                f"{'' if settings.profile == 'smoke' else ' PROFILE=' + str(settings.profile)}`.")
     frame = read_results(table1)
     methods = [m for m in TABLE1_METHODS if m in set(frame.method)]
-    dataset = settings.get("corrupted_dataset", "")
-    title = (f"Table 1, {dataset}-LT ({settings.get('profile')} profile: {settings.get('source_arch')}, "
+    dataset = settings.test.corrupted_dataset
+    title = (f"Table 1, {dataset}-LT ({settings.profile} profile: {settings.source.arch}, "
              f"{frame.corruption.nunique()} corruption(s), seed(s) {', '.join(map(str, sorted(set(frame.seed))))}; "
              "paper: ResNet-26, official CIFAR-10-C, 4 seeds)")
     return rendered_table(frame, order=row_order(methods), title=title, corrupted_dataset=dataset,
@@ -312,7 +312,7 @@ def table_title(stem: str) -> tuple[str, str]:
     return caption, "rho"
 
 
-def tables_page(*, sources: BookSources, settings: dict) -> str:
+def tables_page(*, sources: BookSources, settings: Settings) -> str:
     """Table 1 with its per-corruption tables, the cost table, then every rendered table of
     ``results/<profile>/tables/``."""
     folder = sources.results / "tables"
@@ -389,7 +389,7 @@ def write_book_source(*, profile: str, out: Path, progress: bool = False,
     ``stage`` is told which page is being written."""
     stage = stage or (lambda text: None)
     sources = book_sources(profile=profile)
-    settings = load_profile(profile)  # an unknown name lists the valid ones
+    settings = Settings.from_profile(profile)  # an unknown name lists the valid ones
     if out.exists():
         shutil.rmtree(out)
     (out / "figures").mkdir(parents=True)

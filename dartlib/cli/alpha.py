@@ -22,6 +22,7 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     import torch
 
     from dartlib.data.corruptions import HOLDOUT_CORRUPTIONS
+    from dartlib.experiments.settings import Settings
     from dartlib.paths import results_dir
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.studies.alpha_choice import AlphaSearch, validate_profile_alpha
@@ -32,15 +33,15 @@ def _cmd_validate_alpha(args: argparse.Namespace) -> int:
     unknown = [c for c in corruptions if c not in HOLDOUT_CORRUPTIONS]
     if unknown:
         raise SystemExit(f"unknown held-out corruption(s) {', '.join(unknown)}; valid: {', '.join(HOLDOUT_CORRUPTIONS)}")
-    p = load_profile(args.profile)
+    p = Settings.from_params(load_profile(args.profile))
     writable(repo_folder("results", args.profile), *data_folders())
-    search = AlphaSearch(alphas=args.alphas, heldout_per_class=args.heldout, batch_size=p["test_batch_size"],
+    search = AlphaSearch(alphas=args.alphas, heldout_per_class=args.heldout, batch_size=p.test.batch_size,
                          max_loss=args.max_loss)
     path = results_dir(args.profile) / validation_filename(corrupted=bool(corruptions), epochs=args.epochs)
-    found = validate_profile_alpha(params=p, paper_alpha=load_profile("paper")["dart_alpha"], search=search,
+    found = validate_profile_alpha(settings=p, paper_alpha=Settings.from_profile("paper").dart.alpha, search=search,
                                    epochs=args.epochs, path=path, holdout_corruptions=corruptions)
-    where = f", clean and under {', '.join(corruptions)} at severity {p['severity']}" if corruptions else ""
-    print(f"{args.profile}: {found.meta['arch']} on {p['source_dataset']}; g_phi of {args.epochs} epochs on the "
+    where = f", clean and under {', '.join(corruptions)} at severity {p.test.severity}" if corruptions else ""
+    print(f"{args.profile}: {found.meta['arch']} on {p.source.dataset}; g_phi of {args.epochs} epochs on the "
           f"training set less {args.heldout} images per class, scored on those{where} (no test data)")
     print(found.frame.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     stream = "mean over the corrupted held-out i.i.d. streams" if corruptions else "the held-out i.i.d. stream"

@@ -38,18 +38,18 @@ def _cmd_bench_models(args: argparse.Namespace) -> int:
 def _profile_source(profile: str):
     """A profile's parameters, its trained source model (on the default device), the device and
     the profile's intermediate-training settings as a DartConfig."""
-    from dartlib.experiments.settings import dart_config
     from dartlib.devices import default_device
+    from dartlib.experiments.settings import Settings
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
     from dartlib.models.checkpoints import checkpoint_path, load_checkpoint
 
-    p = load_profile(profile)
+    p = Settings.from_params(load_profile(profile))
     device = default_device()
-    ckpt = checkpoint_path(dataset=p["source_dataset"], arch=p["source_arch"], recipe=p["source_recipe"], seed=p["seed"])
+    ckpt = checkpoint_path(dataset=p.source.dataset, arch=p.source.arch, recipe=p.source.recipe, seed=p.seed)
     if not ckpt.is_file():
         raise FileNotFoundError(f"no source checkpoint at {ckpt}; train it first: python -m dartlib train --profile {profile}")
-    model, _ = load_checkpoint(ckpt, device=device, expect={"arch": p["source_arch"], "dataset": p["source_dataset"]})
-    config = dart_config(p)
+    model, _ = load_checkpoint(ckpt, device=device, expect={"arch": p.source.arch, "dataset": p.source.dataset})
+    config = p.dart_config()
     return p, model, device, config
 
 
@@ -62,11 +62,11 @@ def _cmd_bench_refiners(args: argparse.Namespace) -> int:
     from dartlib.data import load
 
     p, model, device, base = _profile_source(args.profile)
-    alphas = p["alpha_values"][: args.count] if args.count <= len(p["alpha_values"]) else range(args.count)
+    alphas = p.sensitivity.alpha_values[: args.count] if args.count <= len(p.sensitivity.alpha_values) else range(args.count)
     configs = [dataclasses.replace(base, alpha=float(a)) for a in alphas]
-    table = shared_pass_speedup(model, load(p["source_dataset"], split="train"), configs=configs, n_steps=args.steps,
+    table = shared_pass_speedup(model, load(p.source.dataset, split="train"), configs=configs, n_steps=args.steps,
                                 repeats=args.repeats, device=device)
-    print(f"profile {args.profile}: {p['source_arch']} on {p['source_dataset']}, device {device}, torch threads "
+    print(f"profile {args.profile}: {p.source.arch} on {p.source.dataset}, device {device}, torch threads "
           f"{torch.get_num_threads()}, {args.steps} steps each, best of {args.repeats}")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"one pass is {table.attrs['speedup']:.2f}x faster than {len(configs)} separate trainings")
@@ -80,11 +80,11 @@ def _cmd_bench_dart(args: argparse.Namespace) -> int:
     from dartlib.data import load
 
     p, model, device, config = _profile_source(args.profile)
-    train = load(p["source_dataset"], split="train")
-    test = load(p["source_dataset"], split="test")
-    table = dart_overhead(model, train, test, config=config, test_batch_size=p["test_batch_size"], n_steps=args.steps,
+    train = load(p.source.dataset, split="train")
+    test = load(p.source.dataset, split="test")
+    table = dart_overhead(model, train, test, config=config, test_batch_size=p.test.batch_size, n_steps=args.steps,
                           stream_size=args.stream, repeats=args.repeats, device=device)
-    print(f"profile {args.profile}: {p['source_arch']} on {p['source_dataset']}, device {device}, torch threads "
+    print(f"profile {args.profile}: {p.source.arch} on {p.source.dataset}, device {device}, torch threads "
           f"{torch.get_num_threads()}, best of {args.repeats}")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"intermediate training / BN-adapt forward, images per second: {table.attrs['intermediate_over_forward']:.3f} (target >= 0.8)")

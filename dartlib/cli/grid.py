@@ -48,7 +48,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     except CellChoiceError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    backend = args.backend or settings.get("grid_backend", "local")
+    backend = args.backend or settings.run.grid_backend
     if backend == "ray" and not args.status:
         return _grid_on_ray(args, cells, spec, settings)
     path = results_dir(args.profile) / f"{args.experiment}.csv"

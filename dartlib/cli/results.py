@@ -35,8 +35,10 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     from dartlib.book.claims_page import render
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
 
-    params = load_profile(args.profile)
-    table = evaluate(args.profile, corrupted_dataset=params.get("corrupted_dataset"))
+    from dartlib.experiments.settings import Settings
+
+    settings = Settings.from_params(load_profile(args.profile))
+    table = evaluate(args.profile, corrupted_dataset=settings.test.corrupted_dataset)
     print(render(table, profile=args.profile))
     return 0
 

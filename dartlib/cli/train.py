@@ -17,13 +17,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from dartlib.models.training import train_source
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
 
-    p = load_profile(args.profile) if args.profile else {}
-    dataset = args.dataset or p.get("source_dataset")
-    arch = args.arch or p.get("source_arch")
-    recipe = args.recipe or p.get("source_recipe")
+    from dartlib.experiments.settings import Settings
+
+    p = Settings.from_params(load_profile(args.profile)) if args.profile else None
+    dataset = args.dataset or (p.source.dataset if p else None)
+    arch = args.arch or (p.source.arch if p else None)
+    recipe = args.recipe or (p.source.recipe if p else None)
     if not (dataset and arch and recipe):
         raise SystemExit("give --profile, or all of --dataset, --arch and --recipe")
-    seed = args.seed if args.seed is not None else p.get("seed", 0)
+    seed = args.seed if args.seed is not None else (p.seed if p else 0)
     target = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, directory=args.directory).parent
     writable((target, "train into another folder with --directory DIR" if args.directory else DATA_ROOT_CHANGE),
              *([] if args.directory else data_folders()[:1]))

@@ -666,11 +666,11 @@ def prepare_context(
                                                                                   checkpoint=checkpoint)])
         train = None  # nothing trains, so no data is read
     else:
-        checkpoint = train_source(dataset=settings["source_dataset"], arch=settings["source_arch"],
-                                  recipe=settings["source_recipe"], seed=settings["seed"], device=device,
+        checkpoint = train_source(dataset=settings.source.dataset, arch=settings.source.arch,
+                                  recipe=settings.source.recipe, seed=settings.seed, device=device,
                                   progress=progress)
-        train = load(settings["source_dataset"], split="train")
-        ensure_corrupted(settings["corrupted_dataset"], severities=[settings["severity"]])
+        train = load(settings.source.dataset, split="train")
+        ensure_corrupted(settings.test.corrupted_dataset, severities=[settings.test.severity])
     model, meta = load_checkpoint(checkpoint)
     if train is not None:
         check_training_data(checkpoint=checkpoint, meta=meta, train=train)
@@ -692,7 +692,7 @@ def source_context(*, settings: Settings, source: nn.Module, refiner: Refiner | 
     ``refiner`` and the methods' ``trained`` inputs, on ``device``."""
     options = {name: opts for name, cls in tta.METHODS.items() if (opts := cls.profile_options(settings))}
     return TestTimeContext(source=source, refiner=refiner, device=device, options=options,
-                           batch_size=settings.get("test_batch_size", TEST_BATCH_SIZE), trained=trained or {})
+                           batch_size=settings.test.batch_size, trained=trained or {})
 
 
 class TrainedInputsMissing(FileNotFoundError):

@@ -1,9 +1,9 @@
-"""One source of settings: a profile's values as a typed object, and the one place where profile
-keys become a :class:`dartlib.dart.refiner.DartConfig`.
+"""One source of settings: a profile's values as the typed settings tree (:mod:`dartlib.settings_tree`),
+and the one place where they become a :class:`dartlib.dart.refiner.DartConfig`.
 
-Notebooks, the CLI and the grids read g_phi's settings through :meth:`Settings.dart_config`;
-DART's own defaults stay in :class:`DartConfig`, profile values in
-``notebooks/profiles/<name>.yaml``.
+Notebooks, the CLI and the grids read g_phi's settings through :meth:`Settings.dart_config`; DART's
+own defaults stay in :class:`DartConfig`, the settings' defaults in the tree, a profile's
+differences in ``notebooks/profiles/<name>.yaml``.
 """
 
 from __future__ import annotations
@@ -15,34 +15,7 @@ from typing import Any
 
 from dartlib.dart.refiner import DartConfig
 from dartlib.profiles import load_profile
-
-# profile key -> DartConfig field (the intermediate settings of Appendix A and g_phi's own)
-DART_KEYS: dict[str, str] = {
-    "dart_alpha": "alpha", "dir_delta": "delta", "dart_n_dir": "n_dir", "int_batch_size": "batch_size",
-    "dart_hidden": "hidden", "dart_epochs": "epochs", "dart_per_class": "per_class", "seed": "seed",
-}
-
-
-def dart_config(params: Mapping[str, Any], **overrides: Any) -> DartConfig:
-    """The g_phi settings of a profile's (or a notebook's) parameters: the keys of
-    :data:`DART_KEYS` that ``params`` holds, then ``overrides`` (DartConfig field names, e.g.
-    ``variant="dart-split"``, ``epochs=2``). ``dart_per_class`` 0 means every training image; a key
-    absent or None keeps DartConfig's default (the paper's CIFAR-10 value, stated there once)."""
-    values = {name: params[key] for key, name in DART_KEYS.items() if params.get(key) is not None}
-    if "per_class" in values:
-        values["per_class"] = int(values["per_class"]) or None
-    for name in ("n_dir", "batch_size", "hidden", "epochs", "seed"):
-        if name in values:
-            values[name] = int(values[name])
-    for name in ("alpha", "delta"):
-        if name in values:
-            values[name] = float(values[name])
-    unknown = set(overrides) - {f.name for f in dataclasses.fields(DartConfig)}
-    if unknown:
-        raise TypeError(f"unknown DartConfig fields {sorted(unknown)}; valid: "
-                        + ", ".join(f.name for f in dataclasses.fields(DartConfig)))
-    return DartConfig(**{**values, **overrides})
-
+from dartlib.settings_tree import OVERRIDES, SETTINGS, SettingsTree, register_root
 
 # The cpu profile's g_phi before the paper's (50 epochs at alpha 0.1, NOTE's IABN 30 epochs) became its own:
 # 10 epochs at alpha 30, NOTE's IABN 1 epoch. Kept as a named variant: its rows stay, labelled, and a study
@@ -87,41 +60,35 @@ PLAIN = (str, int, float, bool, list, dict, type(None))  # the value kinds of a 
 
 
 @dataclass(frozen=True)
-class Settings:
-    """A profile's parameters (``values``), with typed views of the groups the library uses."""
+class Settings(SettingsTree):
+    """A profile's settings as the typed tree (:class:`dartlib.settings_tree.SettingsTree`: read
+    ``settings.dart.alpha``), and the flat ``values`` it was given, by key: a notebook's parameters
+    or a whole profile. g_phi's configuration (:meth:`dart_config`) reads only the given values, as
+    the refiners' names were made: a key a notebook does not take keeps DartConfig's default there."""
 
-    profile: str
-    values: Mapping[str, Any] = field(repr=False)
+    values: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_profile(cls, name: str, **overrides: Any) -> Settings:
-        """``notebooks/profiles/<name>.yaml``, with ``overrides`` (profile keys) on top."""
-        return cls.from_params({**load_profile(name), **overrides})
+        """``notebooks/profiles/<name>.yaml``, with ``overrides`` (flat keys) on top."""
+        return cls.from_params({**load_profile(name), **_known(overrides)})
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Settings:
-        """A notebook's or a profile's parameters (must name their ``profile``). A notebook may pass
-        its namespace (``globals()``): only public names holding plain values (the kinds a profile
-        YAML holds) are kept, not modules, functions or the kernel's own entries."""
+        """A notebook's or a profile's parameters (must name their ``profile``), on top of that
+        profile's values. A notebook may pass its namespace (``globals()``): only the tree's keys
+        holding plain values (the kinds a profile YAML holds) are kept, not modules, functions, the
+        kernel's own entries or the notebook's other variables."""
         if "profile" not in params:
             raise KeyError("settings need a `profile` key (the profile's name)")
-        values = {k: v for k, v in params.items() if not k.startswith("_") and isinstance(v, PLAIN)}
-        return cls(profile=str(params["profile"]), values=values)
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.values:
-            raise KeyError(f"profile {self.profile!r} has no {key!r}; it has: {', '.join(sorted(self.values))}")
-        return self.values[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.values
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
+        given = {k: v for k, v in params.items() if k in SETTINGS and isinstance(v, PLAIN)}
+        given.update(_known(params.get(OVERRIDES) or {}))
+        tree = SettingsTree.from_values({**load_profile(str(given["profile"])), **given})
+        return cls(**{f.name: vars(tree)[f.name] for f in dataclasses.fields(SettingsTree)}, values=given)  # not a read
 
     def replace(self, **values: Any) -> Settings:
         """These settings with ``values`` (profile keys) on top, e.g. another ``source_arch``."""
-        return Settings.from_params({**self.values, **values})
+        return Settings.from_params({**self.values, **_known(values)})
 
     def for_study(self, study: str) -> Settings:
         """The settings ``study`` runs with: its shortcut (:func:`shortcut_of`) on top where the profile lists it in
@@ -130,7 +97,7 @@ class Settings:
             from dartlib.registry import unknown_name_message
 
             raise KeyError(unknown_name_message("study that can be held at the shortcut", study, SHORTCUT_STUDIES))
-        return self.replace(**shortcut_of(study)) if study in (self.get("shortcut_studies") or []) else self
+        return self.replace(**shortcut_of(study)) if study in self.run.shortcut_studies else self
 
     def held_at_shortcut(self, study: str) -> str:
         """One line for ``study``'s page where the profile holds it at :data:`SHORTCUT`, else ""."""
@@ -150,9 +117,36 @@ class Settings:
         """The path of the profile's source checkpoint (:func:`dartlib.models.checkpoints.checkpoint_path`)."""
         from dartlib.models.checkpoints import checkpoint_path
 
-        return checkpoint_path(dataset=self["source_dataset"], arch=self["source_arch"],
-                               recipe=self["source_recipe"], seed=self["seed"])
+        return checkpoint_path(dataset=self.source.dataset, arch=self.source.arch, recipe=self.source.recipe,
+                               seed=self.seed)
 
     def dart_config(self, **overrides: Any) -> DartConfig:
-        """:func:`dart_config` of this profile."""
-        return dart_config(self.values, **overrides)
+        """g_phi's configuration (:class:`DartConfig`) of these settings: the section :class:`Dart` (Appendix A)
+        and the seed, then ``overrides`` (DartConfig field names, e.g. ``variant="dart-split"``, ``epochs=2``).
+        ``per_class`` 0 means every training image (None in DartConfig)."""
+        fields = {f.name for f in dataclasses.fields(DartConfig)}
+        unknown = set(overrides) - fields
+        if unknown:
+            raise TypeError(f"unknown DartConfig fields {sorted(unknown)}; valid: " + ", ".join(fields_in_order()))
+        d = self.dart
+        values = dict(alpha=float(d.alpha), delta=float(d.delta), n_dir=int(d.n_dir), batch_size=int(d.batch_size),
+                      hidden=int(d.hidden), epochs=int(d.epochs), per_class=int(d.per_class) or None, seed=int(self.seed))
+        return DartConfig(**{**values, **overrides})
+
+
+def fields_in_order() -> list[str]:
+    """DartConfig's field names, in their order."""
+    return [f.name for f in dataclasses.fields(DartConfig)]
+
+
+def _known(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``values`` if each key is a setting of the tree, else KeyError naming the valid ones."""
+    from dartlib.registry import unknown_name_message
+
+    for key in values:
+        if key not in SETTINGS:
+            raise KeyError(unknown_name_message("setting", key, SETTINGS))
+    return values
+
+
+register_root(Settings)

@@ -31,7 +31,7 @@ class SourceSetup:
 
     def describe(self, settings: Settings) -> str:
         """One line naming the source model and its clean test accuracy."""
-        return (f"{settings['source_arch']} on {settings['source_dataset']} "
+        return (f"{settings.source.arch} on {settings.source.dataset} "
                 f"({self.meta['clean_test_accuracy']:.2f}% clean)")
 
     def source_statistics_model(self) -> nn.Module:
@@ -42,9 +42,9 @@ class SourceSetup:
 def prepare_source(*, settings: Settings, with_train: bool = True) -> SourceSetup:
     """Train (if absent) and load the profile's source model, load its training set unless
     ``with_train`` is false, and generate (if absent) the corrupted test sets of its severity."""
-    checkpoint = train_source(dataset=settings["source_dataset"], arch=settings["source_arch"],
-                              recipe=settings["source_recipe"], seed=settings["seed"], progress=False)
+    checkpoint = train_source(dataset=settings.source.dataset, arch=settings.source.arch,
+                              recipe=settings.source.recipe, seed=settings.seed, progress=False)
     model, meta = load_checkpoint(checkpoint)
-    train = load(settings["source_dataset"], split="train") if with_train else None
-    ensure_corrupted(settings["corrupted_dataset"], severities=[settings["severity"]])
+    train = load(settings.source.dataset, split="train") if with_train else None
+    ensure_corrupted(settings.test.corrupted_dataset, severities=[settings.test.severity])
     return SourceSetup(checkpoint=checkpoint, model=model, meta=meta, frozen=frozen_bn_adapted(model), train=train)

@@ -212,7 +212,7 @@ def _covering_other_sets(results: pd.DataFrame, *, columns: str, covers: Collect
 def profile_note(settings: Settings) -> str:
     """What our numbers and the paper's come from, for table titles."""
     s = settings
-    return (f"{s.profile} profile: {s['source_arch']}, {s['corrupted_dataset']}, seed {s['seed']}; "
+    return (f"{s.profile} profile: {s.source.arch}, {s.test.corrupted_dataset}, seed {s.seed}; "
             "paper: ResNet-26, CIFAR-10-C, 4 seeds")
 
 
@@ -222,7 +222,7 @@ def show(name: str, frame: pd.DataFrame, paper: pd.DataFrame, *, settings: Setti
     to ``results/<profile>/tables/``; a row averaged over other corruptions than ``covers`` gets no
     delta."""
     title = f"{caption} ({profile_note(settings)})"
-    table = beside_paper(frame, paper if settings["corrupted_dataset"] == "cifar10c" else None,
+    table = beside_paper(frame, paper if settings.test.corrupted_dataset == "cifar10c" else None,
                          profile=settings.profile, name=name, title=title, columns=columns, row_order=order,
                          paper_covers=covers)
     print(render(table, title=title))

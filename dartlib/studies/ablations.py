@@ -32,7 +32,7 @@ from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.experiments.engine import TestTimeContext, prepare_context, require_trained, run_cells
 from dartlib.experiments.grid import Cell, grid
-from dartlib.experiments.settings import Settings, dart_config
+from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import frozen_bn_adapted
 from dartlib.models.evaluation import stream_accuracy, stream_features
 from dartlib.paths import results_dir
@@ -116,8 +116,8 @@ def refined_accuracy(stream: Stream, refiner: Refiner | None) -> float:
 def ablation_base_config(settings: Settings):
     """The g_phi settings every variant starts from: the profile's, with the ``ablation_*`` values
     (weight of L_bal, Dirichlet chunks, epochs, D_int per class) in place of DART's own."""
-    return dart_config(settings.values, alpha=settings["ablation_alpha"], n_dir=settings["ablation_n_dir"],
-                       epochs=settings["ablation_epochs"], per_class=settings["ablation_per_class"] or None)
+    return settings.dart_config(alpha=settings.ablations.alpha, n_dir=settings.ablations.n_dir,
+                       epochs=settings.ablations.epochs, per_class=settings.ablations.per_class or None)
 
 
 def prepare_ablation_context(
@@ -135,11 +135,11 @@ def prepare_ablation_context(
     checkpoint = settings.checkpoint()
     if trained_only:
         require_trained([refiner_path(checkpoint, config) for config in configs])
-    train = None if trained_only else load(settings["source_dataset"], split="train")
+    train = None if trained_only else load(settings.source.dataset, split="train")
     trained = load_or_train_refiners(checkpoint, context.source, train, configs, device=context.device,
                                      progress=progress)
     refiners = {name: refiner for name, (refiner, _) in zip(VARIANTS, trained)}
-    refiners["dart-split"].temperature = settings["split_temperature"]
+    refiners["dart-split"].temperature = settings.methods.split_temperature
     return context.variant(refiners=refiners), meta
 
 
@@ -147,15 +147,15 @@ def ablation_cells(settings: Settings) -> list[Cell]:
     """BNAdapt alone and with every variant of :data:`VARIANTS` on the CIFAR-10C-LT (``lt_rhos``)
     and CIFAR-10C-imb (``imb_irs``, subsets of ``imb_subset_size``) streams of every
     ``ablation_corruptions``, stream by stream."""
-    common = dict(dataset=[settings["corrupted_dataset"]], severity=[settings["severity"]], method=["bnadapt"],
-                  refiner=["none", *VARIANTS], seed=[settings["seed"]])
+    common = dict(dataset=[settings.test.corrupted_dataset], severity=[settings.test.severity], method=["bnadapt"],
+                  refiner=["none", *VARIANTS], seed=[settings.seed])
     cells = []
-    for corruption in settings["ablation_corruptions"]:
-        cells += grid(corruption=[corruption], shift=["lt"], shift_param=[float(r) for r in settings["lt_rhos"]],
+    for corruption in settings.ablations.corruptions:
+        cells += grid(corruption=[corruption], shift=["lt"], shift_param=[float(r) for r in settings.test.lt_rhos],
                       **common)
         cells += grid(corruption=[corruption], shift=["online-imb"],
-                      shift_param=[float(r) for r in settings["imb_irs"]],
-                      params=[f"subset={settings['imb_subset_size']}"], **common)
+                      shift_param=[float(r) for r in settings.ablations.imb_irs],
+                      params=[f"subset={settings.test.imb_subset_size}"], **common)
     return cells
 
 
@@ -195,13 +195,13 @@ def ablation_tables(*, results: pd.DataFrame, settings: Settings) -> dict[str, p
     for name, (rows, shifts) in ABLATION_TABLES.items():
         mine = results[results.refiner.isin(rows) & results["shift"].isin(shifts)]
         paper = None
-        if s["corrupted_dataset"] == "cifar10c":
+        if s.test.corrupted_dataset == "cifar10c":
             paper = load_table(name)
             paper = paper.assign(column=stream_column(paper))
             paper = paper[paper.refiner.isin(rows) & paper["shift"].isin(shifts)]
-        title = (f"{name} ({s.profile} profile: {s['source_arch']}, {s['corrupted_dataset']}, "
-                 f"{len(s['ablation_corruptions'])} corruption(s), {s['ablation_epochs']} intermediate epoch(s), "
-                 f"seed {s['seed']}; paper: ResNet-26, CIFAR-10-C, 4 seeds)")
+        title = (f"{name} ({s.profile} profile: {s.source.arch}, {s.test.corrupted_dataset}, "
+                 f"{len(s.ablations.corruptions)} corruption(s), {s.ablations.epochs} intermediate epoch(s), "
+                 f"seed {s.seed}; paper: ResNet-26, CIFAR-10-C, 4 seeds)")
         rendered[name] = beside_paper(mine, paper, profile=s.profile, name=name, title=title, columns="column",
                                       paper_covers=CORRUPTIONS, row_order=[row_label("bnadapt", r) for r in rows])
         print(render(rendered[name], title=title))
@@ -240,7 +240,7 @@ def gains_beside_shortcut(*, results: pd.DataFrame, settings: Settings) -> pd.Da
     outcomes = {**checked_outcomes(former, former_path),
                 **checked_outcomes(results, results_dir(settings.profile) / "ablations.csv")}
     paper = _paper_gains()
-    words = {c: f"{x['ablation_epochs']} epochs, alpha {x['ablation_alpha']:g}"
+    words = {c: f"{x.ablations.epochs} epochs, alpha {x.ablations.alpha:g}"
              for c, x in (("former", short), ("own", settings))}
     out = []
     for variant in VARIANTS:
@@ -264,8 +264,8 @@ def plot_variant_gains(*, ours: pd.DataFrame, settings: Settings) -> plt.Figure:
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_ylabel("gain over BNAdapt (points)")
     ax.set_xlabel("")
-    ax.set_title(f"DART variants on {settings['corrupted_dataset']} ({settings.profile} profile, "
-                 f"{settings['ablation_epochs']} epoch(s))")
+    ax.set_title(f"DART variants on {settings.test.corrupted_dataset} ({settings.profile} profile, "
+                 f"{settings.ablations.epochs} epoch(s))")
     ax.legend(ncol=4)
     save_figure(fig, profile=settings.profile, name="ablations_gain")
     return fig

@@ -38,7 +38,7 @@ def profile_cells(settings: Settings) -> list[Cell]:
     """TENT (+DART) on CIFAR-10C-imb, then MEMO's cells (:func:`~dartlib.studies.appendix_settings.memo_cells`)
     on CIFAR-10C-LT, each over ``table1_corruptions``; in that order a grid stopped part-way has
     finished whole columns."""
-    corruptions = list(settings["table1_corruptions"])
+    corruptions = list(settings.table1.corruptions)
     memo = memo_cells(settings, corruptions=corruptions)
     by_rho = sorted(memo, key=lambda c: float(c.shift_param))  # stable: each rho's cells in their order
     return list(dict.fromkeys(tent_imb_cells(settings, corruptions=corruptions) + by_rho))
@@ -52,7 +52,7 @@ def context_of(settings: Settings, context: TestTimeContext) -> Callable[[Cell],
 def sensitivity_cells(settings: Settings) -> list[Cell]:
     """Notebook 08's cells of :func:`~dartlib.studies.sensitivity.alpha_tent_cells` and
     :func:`~dartlib.studies.sensitivity.test_batch_cells` over ``table1_corruptions``, in that order."""
-    every = list(settings["table1_corruptions"])
+    every = list(settings.table1.corruptions)
     return list(dict.fromkeys(alpha_tent_cells(settings, corruptions=every) + test_batch_cells(settings, corruptions=every)))
 
 
@@ -120,7 +120,7 @@ class Line(NamedTuple):
 
 
 def _block(*, settings: Settings, rows: pd.DataFrame, outcomes, lines: Sequence[Line]) -> pd.DataFrame:
-    every = list(settings["table1_corruptions"])
+    every = list(settings.table1.corruptions)
     out, widths = {}, []
     for label, shift, params, method, refiner, ours, theirs, table, few, base_params in lines:
         for param in params:
@@ -129,7 +129,7 @@ def _block(*, settings: Settings, rows: pd.DataFrame, outcomes, lines: Sequence[
             for corruptions in (every, list(few)):
                 column = f"{len(corruptions)} corruptions"
                 widths.append(len(corruptions))
-                pick = dict(shift=shift, param=param, method=method, seeds=(settings["seed"],),
+                pick = dict(shift=shift, param=param, method=method, seeds=(settings.seed,),
                             corruptions=corruptions)
                 dart = select_streams(rows, refiners=(refiner,), subset=ours, **pick)
                 line[column] = estimate_text(estimate_or_count([(1.0, dart)], expected=len(corruptions), outcomes=outcomes))
@@ -150,15 +150,15 @@ def all_corruptions_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -
     corruptions ± SE, the mean over the profile's subset (``tent_corruptions``,
     ``memo_corruptions``) ± SE, and the paper's; "not run (k of K)" where cells are missing."""
     s = settings
-    imb = ("online-imb", s["imb_table_irs"])
-    subset = f"subset={s['imb_subset_size']}"
+    imb = ("online-imb", s.more_settings.imb_table_irs)
+    subset = f"subset={s.test.imb_subset_size}"
     stored_bn, adapted = memo_params(s, bn="stored"), memo_params(s, bn="adapted")
-    lt = ("lt", s["lt_rhos"])
-    lines = [Line("TENT", *imb, "tent", "none", subset, "", "app_cifar10c_imb", s["tent_corruptions"], None),
-             Line("TENT+DART", *imb, "tent", "dart", subset, "", "app_cifar10c_imb", s["tent_corruptions"], subset),
-             Line("MEMO (stored BN)", *lt, "memo", "none", stored_bn, "bn=stored", "app_memo", s["memo_corruptions"], None),
-             Line("MEMO (adapted BN)", *lt, "memo", "none", adapted, "bn=adapted", "app_memo", s["memo_corruptions"], None),
-             Line("MEMO (adapted BN)+DART", *lt, "memo", "dart", adapted, "bn=adapted", "app_memo", s["memo_corruptions"],
+    lt = ("lt", s.test.lt_rhos)
+    lines = [Line("TENT", *imb, "tent", "none", subset, "", "app_cifar10c_imb", s.sensitivity.tent_corruptions, None),
+             Line("TENT+DART", *imb, "tent", "dart", subset, "", "app_cifar10c_imb", s.sensitivity.tent_corruptions, subset),
+             Line("MEMO (stored BN)", *lt, "memo", "none", stored_bn, "bn=stored", "app_memo", s.more_settings.memo_corruptions, None),
+             Line("MEMO (adapted BN)", *lt, "memo", "none", adapted, "bn=adapted", "app_memo", s.more_settings.memo_corruptions, None),
+             Line("MEMO (adapted BN)+DART", *lt, "memo", "dart", adapted, "bn=adapted", "app_memo", s.more_settings.memo_corruptions,
               adapted)]
     return _block(settings=s, rows=rows, outcomes=outcomes, lines=lines)
 
@@ -169,14 +169,14 @@ def sensitivity_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd
     streams): as :func:`all_corruptions_block`, the profile's subset ``tent_corruptions``."""
     s = settings
     limit = stream_limit(s)
-    few, lt = s["tent_corruptions"], ("lt", s["lt_rhos"])
+    few, lt = s.sensitivity.tent_corruptions, ("lt", s.test.lt_rhos)
     lines = [Line("TENT", *lt, "tent", "none", limit.lstrip(","), "", "app_alpha", few, None)]
     lines += [Line(f"TENT+DART (alpha={a:g})", *lt, "tent", "dart", f"alpha={a:g}{limit}", f"alpha={a:g}", "app_alpha", few,
-               limit.lstrip(",")) for a in s["alpha_values"]]
+               limit.lstrip(",")) for a in s.sensitivity.alpha_values]
     for method, name in (("noadapt", "NoAdapt"), ("bnadapt", "BNAdapt"), ("tent", "TENT")):
         for refiner in ("none", "dart") if method != "noadapt" else ("none",):
             label = f"{name}{'+DART' if refiner == 'dart' else ''}, test batch"
             lines += [Line(f"{label} {b}", "none", [None], method, refiner, f"test_batch={b}{limit}", f"test_batch={b}",
                        "app_batch_size", few, f"test_batch={b}{limit}" if refiner == "dart" else None)
-                      for b in s["test_batches"]]
+                      for b in s.sensitivity.test_batches]
     return _block(settings=s, rows=rows, outcomes=outcomes, lines=lines)

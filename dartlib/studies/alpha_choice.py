@@ -41,6 +41,7 @@ from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.corruptions import corrupt
 from dartlib.data.protocols import TEST_BATCH_SIZE, class_balanced, long_tailed
 from dartlib.data.sources import Dataset
+from dartlib.experiments.settings import Settings
 from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
 from dartlib.models.backbones import frozen_bn_adapted
 
@@ -175,26 +176,25 @@ class ProfileValidation:
     meta: dict
 
 
-def validate_profile_alpha(*, params: dict, paper_alpha: float, search: AlphaSearch, epochs: int, path: Path,
+def validate_profile_alpha(*, settings: Settings, paper_alpha: float, search: AlphaSearch, epochs: int, path: Path,
                            holdout_corruptions: Sequence[str] = ()) -> ProfileValidation:
-    """:func:`validate_alpha` for a profile's backbone (``params``, its checked values): its source
+    """:func:`validate_alpha` for a profile's backbone (``settings``, its checked values): its source
     model trained (or found), g_phi of ``epochs`` epochs at the profile's settings with the paper's
     alpha as the one kept (the rule keeps the paper's alpha unless it costs too much, not the
     profile's current one), the held-out images at the profile's severity; the table is written to
     ``path``."""
     from dartlib.data.files import atomic_path
     from dartlib.data.sources import load
-    from dartlib.experiments.settings import dart_config
     from dartlib.models.checkpoints import load_checkpoint
     from dartlib.models.training import train_source
 
-    checkpoint = train_source(dataset=params["source_dataset"], arch=params["source_arch"],
-                              recipe=params["source_recipe"], seed=params["seed"], progress=False)
+    checkpoint = train_source(dataset=settings.source.dataset, arch=settings.source.arch,
+                              recipe=settings.source.recipe, seed=settings.seed, progress=False)
     model, meta = load_checkpoint(checkpoint)
-    config = dart_config(params, alpha=paper_alpha, epochs=epochs)
-    frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(params["source_dataset"], split="train"),
+    config = settings.dart_config(alpha=paper_alpha, epochs=epochs)
+    frame, chosen = validate_alpha(checkpoint=checkpoint, model=model, train=load(settings.source.dataset, split="train"),
                                    config=config, search=search, holdout_corruptions=holdout_corruptions,
-                                   severity=params["severity"])
+                                   severity=settings.test.severity)
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, float_format="%.4f")
     return ProfileValidation(frame=frame, chosen=chosen, config=config, meta=meta)

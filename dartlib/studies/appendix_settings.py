@@ -19,7 +19,7 @@ from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES, DataMissingError, Dataset
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid, parse_params
-from dartlib.experiments.settings import Settings, dart_config
+from dartlib.experiments.settings import Settings
 from dartlib.models.training import train_source
 from dartlib.paths import results_dir
 from dartlib.reporting.figures import WIDTH, save_figure
@@ -30,9 +30,9 @@ from dartlib.reporting.tables import show, with_row_labels
 def cells_for(settings: Settings, *, shift: str, params: Sequence, corruptions: Sequence[str],
               methods: Sequence[str], refiners: Sequence[str] = ("none", "dart"), extra: str = "") -> list[Cell]:
     """The profile's cells of one table block (NoAdapt only without a refiner)."""
-    cells = grid(dataset=[settings["corrupted_dataset"]], shift=[shift], shift_param=params, corruption=corruptions,
-                 severity=[settings["severity"]], method=methods, refiner=list(refiners), params=[extra],
-                 seed=[settings["seed"]])
+    cells = grid(dataset=[settings.test.corrupted_dataset], shift=[shift], shift_param=params, corruption=corruptions,
+                 severity=[settings.test.severity], method=methods, refiner=list(refiners), params=[extra],
+                 seed=[settings.seed])
     return paired(cells)
 
 
@@ -47,11 +47,11 @@ def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.
     """CIFAR-10C-imb: NoAdapt and BNAdapt (+DART) over ``imb_corruptions``, TENT (+DART) over
     ``tent_corruptions``, one IR per column."""
     s = settings
-    subset = f"subset={s['imb_subset_size']}"
-    irs = [float(r) for r in s["imb_table_irs"]]
-    cells = (cells_for(s, shift="online-imb", params=irs, corruptions=s["imb_corruptions"],
+    subset = f"subset={s.test.imb_subset_size}"
+    irs = [float(r) for r in s.more_settings.imb_table_irs]
+    cells = (cells_for(s, shift="online-imb", params=irs, corruptions=s.more_settings.imb_corruptions,
                        methods=["noadapt", "bnadapt"], extra=subset)
-             + tent_imb_cells(s, corruptions=s["tent_corruptions"]))
+             + tent_imb_cells(s, corruptions=s.sensitivity.tent_corruptions))
     # notebook 11 runs the same NoAdapt and BNAdapt(+DART) streams: its rows with the same inputs are copied
     return _run(s, cells, lambda c: context, experiment="app_cifar10c_imb",
                 reuse=[results_dir(s.profile) / "online_imbalance.csv"])
@@ -60,24 +60,24 @@ def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.
 def run_mixed(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
     """Mixed domains: one pool of all 15 corruptions, in random and in non-i.i.d. Dirichlet order."""
     s = settings
-    pool = f"pool={s['mixed_pool']}" if s["mixed_pool"] else ""
+    pool = f"pool={s.more_settings.mixed_pool}" if s.more_settings.mixed_pool else ""
     methods = ["noadapt", "bnadapt", "roid"]
     cells = (cells_for(s, shift="none", params=[None], corruptions=["mixed"], methods=methods, extra=pool)
-             + cells_for(s, shift="dirichlet", params=[s["mixed_delta"]], corruptions=["mixed"], methods=methods,
+             + cells_for(s, shift="dirichlet", params=[s.more_settings.mixed_delta], corruptions=["mixed"], methods=methods,
                          extra=pool))
     return _run(s, cells, lambda c: context, experiment="app_mixed")
 
 
 def tent_imb_cells(settings: Settings, *, corruptions: Sequence[str]) -> list[Cell]:
     """TENT (+DART) on the CIFAR-10C-imb streams of ``corruptions``, one cell per IR of ``imb_table_irs``."""
-    irs = [float(r) for r in settings["imb_table_irs"]]
+    irs = [float(r) for r in settings.more_settings.imb_table_irs]
     return cells_for(settings, shift="online-imb", params=irs, corruptions=corruptions, methods=["tent"],
-                     extra=f"subset={settings['imb_subset_size']}")
+                     extra=f"subset={settings.test.imb_subset_size}")
 
 
 def memo_params(settings: Settings, *, bn: str) -> str:
     """The params of a MEMO cell with BN mode ``bn`` ("stored", "adapted") and the profile's stream limit."""
-    limit = settings["memo_stream_limit"]
+    limit = settings.more_settings.memo_stream_limit
     return f"bn={bn}" + (f",limit={limit}" if limit else "")
 
 
@@ -85,8 +85,8 @@ def memo_cells(settings: Settings, *, corruptions: Sequence[str]) -> list[Cell]:
     """NoAdapt, MEMO with stored BN, and MEMO with adapted BN (+DART) on the LT streams of
     ``corruptions``; each MEMO cell names its BN mode (``bn=``), which :func:`memo_contexts` maps."""
     s = settings
-    limit = f",limit={s['memo_stream_limit']}" if s["memo_stream_limit"] else ""
-    rhos = [float(r) for r in s["lt_rhos"]]
+    limit = f",limit={s.more_settings.memo_stream_limit}" if s.more_settings.memo_stream_limit else ""
+    rhos = [float(r) for r in s.test.lt_rhos]
     return (cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["noadapt"], extra=limit.lstrip(","))
             + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"], refiners=["none"],
                         extra=memo_params(s, bn="stored"))
@@ -99,8 +99,8 @@ def memo_contexts(settings: Settings, context: TestTimeContext) -> Callable[[Cel
     mode and the profile's test batch size (the same source model, g_phi and device); ``context``
     itself for a cell that names none."""
     s = settings
-    contexts = {bn: context.variant(batch_size=s["test_batch_size"],
-                                    options={"memo": {"bn": mode, "n_augmentations": s["memo_augmentations"]}})
+    contexts = {bn: context.variant(batch_size=s.test.batch_size,
+                                    options={"memo": {"bn": mode, "n_augmentations": s.methods.memo_augmentations}})
                 for bn, mode in (("stored", "source"), ("adapted", "batch"))}
     return lambda c: contexts.get(c.options.get("bn"), context)
 
@@ -108,7 +108,7 @@ def memo_contexts(settings: Settings, context: TestTimeContext) -> Callable[[Cel
 def run_memo(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
     """MEMO on the LT streams of ``memo_corruptions`` with stored BN statistics (episodic: restarts
     from the source weights on every batch) and with adapted BN (+DART), beside NoAdapt."""
-    return _run(settings, memo_cells(settings, corruptions=settings["memo_corruptions"]),
+    return _run(settings, memo_cells(settings, corruptions=settings.more_settings.memo_corruptions),
                 memo_contexts(settings, context), experiment="app_memo")
 
 
@@ -119,11 +119,11 @@ def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.D
     Everything trains and adapts on ``context.device``."""
     s = settings
     model = context.source
-    source = s["source_dataset"]
-    checkpoint = train_source(dataset=source, arch=s["source_arch"], recipe=s["source_recipe"], seed=s["seed"],
+    source = s.source.dataset
+    checkpoint = train_source(dataset=source, arch=s.source.arch, recipe=s.source.recipe, seed=s.seed,
                               device=context.device, progress=False)
     train = load(source, split="train")
-    small = dart_config(s.values, n_dir=s["condensed_n_dir"], epochs=s["condensed_epochs"], per_class=None)
+    small = s.dart_config(n_dir=s.more_settings.condensed_n_dir, epochs=s.more_settings.condensed_epochs, per_class=None)
     refiners = {}
     if f"{source}-condensed" not in SOURCES:
         status = f"dart-condensed: NOT RUN (the paper's condensed set is CIFAR-10's; there is none for {source})"
@@ -135,14 +135,14 @@ def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.D
             status = f"dart-condensed: trained on {len(distilled.labels)} distilled images"
         except DataMissingError as err:
             status = f"dart-condensed: NOT RUN ({err})"
-    ipc = s["condensed_ipc"]
-    keep = protocols.class_balanced(train.labels, per_class=ipc, seed=s["seed"])
+    ipc = s.more_settings.condensed_ipc
+    keep = protocols.class_balanced(train.labels, per_class=ipc, seed=s.seed)
     subset = Dataset(f"{train.name}-random{ipc}", "train", train.images[keep], train.labels[keep], train.classes)
     refiners[f"dart-random{ipc}"] = load_or_train_refiner(checkpoint, model, subset, small, device=context.device,
                                                                  progress=False)[0]
-    cells = grid(dataset=[s["corrupted_dataset"]], corruption=list(s["condensed_corruptions"]), shift=["lt"],
-                 shift_param=[float(r) for r in s["lt_rhos"]], severity=[s["severity"]], method=["bnadapt"],
-                 refiner=["none", "dart", *refiners], seed=[s["seed"]])
+    cells = grid(dataset=[s.test.corrupted_dataset], corruption=list(s.more_settings.condensed_corruptions), shift=["lt"],
+                 shift_param=[float(r) for r in s.test.lt_rhos], severity=[s.test.severity], method=["bnadapt"],
+                 refiner=["none", "dart", *refiners], seed=[s.seed])
     frame = run_cells(cells, context.variant(refiners={**context.refiners, **refiners}),
                       path=results_dir(s.profile) / "condensed.csv", experiment="app_condensed",
                       progress=s.profile != "smoke")
@@ -154,8 +154,8 @@ def online_imbalance_table(*, frame: pd.DataFrame, settings: Settings) -> pd.Dat
     s = settings
     return show("app_cifar10c_imb", frame, load_table("app_cifar10c_imb"), settings=s, columns="shift_param",
                 order=["NoAdapt", "BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"],
-                caption=f"CIFAR-10C-imb, columns IR; NoAdapt/BNAdapt over {len(s['imb_corruptions'])}, "
-                        f"TENT over {len(s['tent_corruptions'])} corruption(s), subsets of {s['imb_subset_size']}")
+                caption=f"CIFAR-10C-imb, columns IR; NoAdapt/BNAdapt over {len(s.more_settings.imb_corruptions)}, "
+                        f"TENT over {len(s.sensitivity.tent_corruptions)} corruption(s), subsets of {s.test.imb_subset_size}")
 
 
 def mixed_layout(frame: pd.DataFrame) -> pd.DataFrame:
@@ -168,7 +168,7 @@ def mixed_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """The appendix's mixed-domains table (one stream of all 15 corruptions: every delta is shown)."""
     return show("app_mixed", mixed_layout(frame), mixed_layout(load_table("app_mixed")), settings=settings,
                 columns="column", covers=None, order=["NoAdapt", "BNAdapt", "BNAdapt+DART", "ROID", "ROID+DART"],
-                caption=f"mixed domains, {settings['mixed_pool'] or 'all'} images of the 15-corruption pool")
+                caption=f"mixed domains, {settings.more_settings.mixed_pool or 'all'} images of the 15-corruption pool")
 
 
 def memo_layout(frame: pd.DataFrame) -> pd.DataFrame:
@@ -180,21 +180,21 @@ def memo_layout(frame: pd.DataFrame) -> pd.DataFrame:
 def memo_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """The appendix's MEMO table on the LT streams."""
     s = settings
-    limit = s["memo_stream_limit"]
+    limit = s.more_settings.memo_stream_limit
     return show("app_memo", memo_layout(frame), memo_layout(load_table("app_memo")), settings=s,
                 columns="shift_param",
                 order=["NoAdapt", "MEMO (stored BN)", "MEMO (adapted BN)", "MEMO (adapted BN)+DART"],
-                caption=f"MEMO on {s['corrupted_dataset']}-LT, {s['memo_augmentations']} views per image, "
-                        f"{len(s['memo_corruptions'])} corruption(s)"
+                caption=f"MEMO on {s.test.corrupted_dataset}-LT, {s.methods.memo_augmentations} views per image, "
+                        f"{len(s.more_settings.memo_corruptions)} corruption(s)"
                         f"{', first ' + str(limit) + ' images per stream' if limit else ''}")
 
 
 def condensed_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """The appendix's condensed-data table, with the random-subset stand-in as an extra row."""
-    ipc = settings["condensed_ipc"]
+    ipc = settings.more_settings.condensed_ipc
     return show("app_condensed", frame, load_table("app_condensed"), settings=settings, columns="shift_param",
                 order=["BNAdapt", "BNAdapt+DART", "BNAdapt+dart-condensed", f"BNAdapt+dart-random{ipc}"],
-                caption=f"g_phi on {ipc} images per class, {len(settings['condensed_corruptions'])} corruption(s)")
+                caption=f"g_phi on {ipc} images per class, {len(settings.more_settings.condensed_corruptions)} corruption(s)")
 
 
 def _with_corruption_count(frame: pd.DataFrame) -> pd.DataFrame:
@@ -222,6 +222,6 @@ def plot_more_settings(*, imb: pd.DataFrame, mixed: pd.DataFrame, settings: Sett
     axes[1].set_title("mixed domains")
     # beside the axes: inside, the legend covered the tallest bars
     axes[1].legend(title="test stream", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"{settings['corrupted_dataset']} ({settings.profile} profile)")
+    fig.suptitle(f"{settings.test.corrupted_dataset} ({settings.profile} profile)")
     save_figure(fig, profile=settings.profile, name="more_settings")
     return fig

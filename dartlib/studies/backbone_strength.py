@@ -163,7 +163,7 @@ def prepare_study_context(
     from dartlib.experiments.engine import prepare_context
 
     contexts, meta = {}, {}
-    for arch in settings["study_archs"]:
+    for arch in settings.backbone_study.archs:
         studied = settings.replace(source_arch=arch, **STUDIED_REFINER)
         contexts[arch], meta = prepare_context(settings=studied, device=device,
                                                method_inputs=False, progress=progress, trained_only=trained_only)
@@ -172,9 +172,9 @@ def prepare_study_context(
 
 def profile_cells(settings: Settings) -> list[Cell]:
     """The study's cells for a profile's settings (``study_archs``, ``study_severities``)."""
-    return all_study_cells(corruptions=settings["table1_corruptions"], dataset=settings["corrupted_dataset"],
-                           subset=int(settings["imb_subset_size"]), seed=int(settings["seed"]),
-                           archs=settings["study_archs"], severities=settings["study_severities"])
+    return all_study_cells(corruptions=settings.table1.corruptions, dataset=settings.test.corrupted_dataset,
+                           subset=int(settings.test.imb_subset_size), seed=int(settings.seed),
+                           archs=settings.backbone_study.archs, severities=settings.backbone_study.severities)
 
 
 def study_table(*, study: pd.DataFrame, gpu_table1: pd.DataFrame | None = None,

@@ -33,9 +33,9 @@ def confusion_streams(settings: Settings) -> list[tuple[str, float, bool]]:
     """The (set, rho, inverse) streams the notebook shows: Figure 1's columns (``"clean"`` and
     ``fig1_corruptions``) at ``confusion_rho``, LT and inverse LT, and the appendix grids'
     (``"clean"`` and ``confusion_corruptions``) at every ``lt_rhos``, LT."""
-    figure1 = [(name, float(settings["confusion_rho"]), inverse) for name in ["clean", *settings["fig1_corruptions"]]
+    figure1 = [(name, float(settings.confusion.rho), inverse) for name in ["clean", *settings.confusion.fig1_corruptions]
                for inverse in (False, True)]
-    grids = [(name, float(rho), False) for rho in settings["lt_rhos"] for name in ["clean", *settings["confusion_corruptions"]]]
+    grids = [(name, float(rho), False) for rho in settings.test.lt_rhos for name in ["clean", *settings.confusion.corruptions]]
     return list(dict.fromkeys(figure1 + grids))
 
 
@@ -44,11 +44,11 @@ def bnadapt_matrices(frozen: nn.Module, *, settings: Settings, streams: Sequence
     test split (``"clean"``) or a corruption, one row per entry (set, rho, inverse, true, pred, rate)."""
     rows = []
     for name in dict.fromkeys(s for s, _, _ in streams):
-        ds = (load(settings["source_dataset"], split="test") if name == "clean" else
-              load(settings["corrupted_dataset"], corruption=name, severity=settings["severity"]))
+        ds = (load(settings.source.dataset, split="test") if name == "clean" else
+              load(settings.test.corrupted_dataset, corruption=name, severity=settings.test.severity))
         for _, rho, inverse in [s for s in streams if s[0] == name]:
-            order = protocols.long_tailed(ds.labels, rho=rho, inverse=inverse, seed=settings["seed"])
-            matrix = bnadapt_confusion(frozen, ds.images, ds.labels, order, batch_size=settings["test_batch_size"],
+            order = protocols.long_tailed(ds.labels, rho=rho, inverse=inverse, seed=settings.seed)
+            matrix = bnadapt_confusion(frozen, ds.images, ds.labels, order, batch_size=settings.test.batch_size,
                                        num_classes=ds.num_classes)
             rows.append(matrix_rows(matrix, labels={"set": name, "rho": rho, "inverse": inverse}, column="rate"))
     return pd.concat(rows, ignore_index=True)
@@ -59,11 +59,11 @@ def confusion_matrices(*, settings: Settings, setup: SourceSetup) -> Matrices:
     ``results/<profile>/confusion_matrices.csv`` and computed only where that table was not made
     from the same source model, test sets and settings."""
     streams = confusion_streams(settings)
-    sets = [(settings["source_dataset"], "clean", 0)] + [
-        (settings["corrupted_dataset"], name, settings["severity"]) for name in dict.fromkeys(s for s, _, _ in streams)
+    sets = [(settings.source.dataset, "clean", 0)] + [
+        (settings.test.corrupted_dataset, name, settings.test.severity) for name in dict.fromkeys(s for s, _, _ in streams)
         if name != "clean"]
-    values = (streams, settings["source_dataset"], settings["corrupted_dataset"], settings["severity"],
-              settings["test_batch_size"], settings["seed"])
+    values = (streams, settings.source.dataset, settings.test.corrupted_dataset, settings.test.severity,
+              settings.test.batch_size, settings.seed)
     inputs = study_inputs("confusion", revision=CONFUSION_REVISION, values=values, models=(setup.model,), sets=sets)
     table = keyed_table(results_dir(settings.profile) / "confusion_matrices.csv", inputs=inputs, float_format="%.10g",
                         compute=lambda: bnadapt_matrices(setup.frozen, settings=settings, streams=streams))

@@ -27,7 +27,7 @@ from dartlib.dart.intermediate import load_or_train_refiner, refiner_path, train
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
 from dartlib.experiments.keyed_tables import keyed_table, stamp_path, study_inputs
-from dartlib.experiments.settings import Settings, dart_config
+from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup, prepare_source
 from dartlib.models.checkpoints import load_weights
 from dartlib.paths import results_dir
@@ -67,8 +67,8 @@ class CostStudy:
     def describe(self) -> str:
         """One line naming the backbone, the stream and the device."""
         s = self.settings
-        return (f"profile={s.profile}: {s['source_arch']}, {len(self.images)} images of "
-                f"{s['corrupted_dataset']}/{s['cost_corruption']}, batch {s['test_batch_size']}; "
+        return (f"profile={s.profile}: {s.source.arch}, {len(self.images)} images of "
+                f"{s.test.corrupted_dataset}/{s.costs.corruption}, batch {s.test.batch_size}; "
                 f"device: {self.device_name}")
 
 
@@ -79,12 +79,12 @@ def prepare_costs(settings: Settings) -> CostStudy:
     device = devices.default_device()
     device_name = machine_name(device)
     setup = prepare_source(settings=settings)
-    config = dart_config(settings.values)
+    config = settings.dart_config()
     refiner, _ = load_or_train_refiner(setup.checkpoint, setup.model, setup.train, config, device=device,
                                        progress=False)
-    test = load(settings["corrupted_dataset"], corruption=settings["cost_corruption"], severity=settings["severity"])
-    order = protocols.iid_order(test.labels, seed=settings["seed"])
-    limit = settings["cost_stream_limit"]
+    test = load(settings.test.corrupted_dataset, corruption=settings.costs.corruption, severity=settings.test.severity)
+    order = protocols.iid_order(test.labels, seed=settings.seed)
+    limit = settings.costs.stream_limit
     order = order[:limit] if limit else order
     return CostStudy(settings=settings, device=device, device_name=device_name, setup=setup, config=config,
                      refiner=refiner, images=test.images[order])
@@ -93,10 +93,10 @@ def prepare_costs(settings: Settings) -> CostStudy:
 def cost_inputs(study: CostStudy) -> str:
     """The digest of what the cost table times (module docstring)."""
     s = study.settings
-    values = (s["cost_corruption"], s["cost_stream_limit"], s["cost_repeats"], s["test_batch_size"], s["seed"],
-              s["intermediate_steps_timed"])
+    values = (s.costs.corruption, s.costs.stream_limit, s.costs.repeats, s.test.batch_size, s.seed,
+              s.costs.intermediate_steps_timed)
     return study_inputs("costs", revision=COSTS_REVISION, values=values, models=(study.setup.model, study.refiner),
-                        sets=((s["corrupted_dataset"], s["cost_corruption"], s["severity"]),))
+                        sets=((s.test.corrupted_dataset, s.costs.corruption, s.test.severity),))
 
 
 def _keyed(study: CostStudy, name: str, *, remeasure: bool, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
@@ -113,8 +113,8 @@ def measure_costs(study: CostStudy, *, remeasure: bool = False) -> pd.DataFrame:
     s = study.settings
 
     def measured() -> pd.DataFrame:
-        ours = cost_table(study.setup.model, study.refiner, study.images, batch_size=s["test_batch_size"],
-                          repeats=s["cost_repeats"], device=study.device)
+        ours = cost_table(study.setup.model, study.refiner, study.images, batch_size=s.test.batch_size,
+                          repeats=s.costs.repeats, device=study.device)
         bnadapt = ours.set_index(["method", "refiner"]).loc[("bnadapt", "none"), "wall_clock_s"]
         return ours.assign(wall_clock_vs_bnadapt=ours.wall_clock_s / bnadapt, machine=study.device_name)
 
@@ -125,14 +125,14 @@ def intermediate_timing(study: CostStudy, *, remeasure: bool = False) -> str:
     """The time ``intermediate_steps_timed`` steps of Algorithm 1 take, scaled to one epoch and to
     the profile's epochs, and the time recorded when the profile's refiner was trained; the timing is
     kept in ``results/<profile>/intermediate_timing.csv`` like the cost table."""
-    s, config, steps = study.settings, study.config, study.settings["intermediate_steps_timed"]
+    s, config, steps = study.settings, study.config, study.settings.costs.intermediate_steps_timed
 
     def measured() -> pd.DataFrame:
         start = time.perf_counter()
         train_refiner(study.setup.model, study.setup.train, config, device=study.device, progress=False,
                       max_steps=steps)
         per_step = (time.perf_counter() - start) / steps
-        n_int = len(protocols.class_balanced(study.setup.train.labels, per_class=config.per_class, seed=s["seed"]))
+        n_int = len(protocols.class_balanced(study.setup.train.labels, per_class=config.per_class, seed=s.seed))
         # weights_only (load_weights): a refiner file holds tensors and plain values, never code to run
         recorded = load_weights(refiner_path(study.setup.checkpoint, config), required=("meta",))["meta"]
         return pd.DataFrame([{"machine": study.device_name, "steps_timed": steps, "per_step_s": per_step,
@@ -162,7 +162,7 @@ def costs_beside_paper(*, ours: pd.DataFrame, settings: Settings, images: int) -
     """:func:`cost_rows`, printed with the two devices named (ours: the machine that measured them)."""
     side = cost_rows(ours)
     machine = ", ".join(sorted(set(ours.machine.astype(str)))) if "machine" in ours else "an unnamed machine"
-    print(f"ours: {settings['source_arch']} on {machine}, {images} images ({settings.profile} profile); "
+    print(f"ours: {settings.source.arch} on {machine}, {images} images ({settings.profile} profile); "
           f"paper: ResNet-26 on its GPU, CIFAR-10-C")
     print(side.drop(columns=["method", "refiner", "device", "images", "machine"], errors="ignore").round(4)
           .to_string(index=False))

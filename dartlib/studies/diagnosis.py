@@ -144,17 +144,17 @@ def diagnosis_cells(settings: Settings, *, names: list[str] | None = None) -> li
     names = trained_variants(settings=settings) if names is None else names
 
     def lt(rhos, seed):
-        limit = settings["table1_stream_limit"]
-        return dict(dataset=[settings["corrupted_dataset"]], shift=["lt"], shift_param=[float(r) for r in rhos],
-                    corruption=list(settings["table1_corruptions"]), severity=[settings["severity"]], seed=[seed],
+        limit = settings.table1.stream_limit
+        return dict(dataset=[settings.test.corrupted_dataset], shift=["lt"], shift_param=[float(r) for r in rhos],
+                    corruption=list(settings.table1.corruptions), severity=[settings.test.severity], seed=[seed],
                     params=[f"limit={limit}"] if limit else [""])
 
     def imb(irs, seed):
-        return dict(dataset=[settings["corrupted_dataset"]], shift=["online-imb"], shift_param=[float(r) for r in irs],
-                    corruption=list(settings["online_corruptions"]), severity=[settings["severity"]], seed=[seed],
-                    params=[f"subset={settings['imb_subset_size']}"])
+        return dict(dataset=[settings.test.corrupted_dataset], shift=["online-imb"], shift_param=[float(r) for r in irs],
+                    corruption=list(settings.online.corruptions), severity=[settings.test.severity], seed=[seed],
+                    params=[f"subset={settings.test.imb_subset_size}"])
 
-    seed0 = settings["seed"]
+    seed0 = settings.seed
     cells = grid(**lt([DIAGNOSIS_RHO], seed0), method=["bnadapt"], refiner=["none"])
     cells += grid(**imb(DIAGNOSIS_IRS, seed0), method=["noadapt", "bnadapt"], refiner=["none"])
     for name in names:
@@ -162,20 +162,20 @@ def diagnosis_cells(settings: Settings, *, names: list[str] | None = None) -> li
         cells += grid(**imb(DIAGNOSIS_IRS, seed0), method=["bnadapt"], refiner=[name])
     # what a variant keeps of DART's gains on CIFAR-10C-LT (after the failing quantities: a grid
     # stopped part-way holds those first)
-    shifted = [r for r in settings["lt_rhos"] if float(r) != DIAGNOSIS_RHO]
+    shifted = [r for r in settings.test.lt_rhos if float(r) != DIAGNOSIS_RHO]
     cells += grid(**lt(shifted, seed0), method=["bnadapt"], refiner=["none"])
     for name in names:
         cells += grid(**lt(shifted, seed0), method=["bnadapt"], refiner=[name])
     for name in (n for n in SEED_VARIANTS if n in names):
         seed = variant_config(settings=settings, name=name).seed
-        cells += grid(**lt(settings["lt_rhos"], seed), method=["bnadapt"], refiner=["none", name])
-        cells += grid(**imb(settings["online_irs"], seed), method=["noadapt"], refiner=["none"])
-        cells += grid(**imb(settings["online_irs"], seed), method=["bnadapt"], refiner=["none", name])
+        cells += grid(**lt(settings.test.lt_rhos, seed), method=["bnadapt"], refiner=["none", name])
+        cells += grid(**imb(settings.online.irs, seed), method=["noadapt"], refiner=["none"])
+        cells += grid(**imb(settings.online.irs, seed), method=["bnadapt"], refiner=["none", name])
     for name in (n for n in HELDOUT_STREAM_VARIANTS if n in names):
         for seed in HELDOUT_STREAM_SEEDS:
-            cells += grid(**lt(settings["lt_rhos"], seed), method=["bnadapt"], refiner=["none", name])
-            cells += grid(**imb(settings["online_irs"], seed), method=["noadapt"], refiner=["none"])
-            cells += grid(**imb(settings["online_irs"], seed), method=["bnadapt"], refiner=["none", name])
+            cells += grid(**lt(settings.test.lt_rhos, seed), method=["bnadapt"], refiner=["none", name])
+            cells += grid(**imb(settings.online.irs, seed), method=["noadapt"], refiner=["none"])
+            cells += grid(**imb(settings.online.irs, seed), method=["bnadapt"], refiner=["none", name])
     return list(dict.fromkeys(cells))  # a seed-0 replica cell may already be a failing-quantity cell
 
 
@@ -252,7 +252,7 @@ def intermediate_batch_shapes(*, settings: Settings, names: list[str], epochs: i
     from dartlib.data.protocols import batch_class_counts, class_balanced
     from dartlib.data.sources import load
 
-    labels_all = load(settings["source_dataset"], split="train").labels if labels is None else labels
+    labels_all = load(settings.source.dataset, split="train").labels if labels is None else labels
     rows = []
     for name in names:
         config = variant_config(settings=settings, name=name)
@@ -284,8 +284,8 @@ def batch_shape_results(*, profile: str, compute: bool, names: list[str]):
     if not compute:
         return pd.read_csv(path) if path.is_file() else pd.DataFrame()
     settings = Settings.from_profile(profile)
-    labels = load(settings["source_dataset"], split="train").labels
-    inputs = inputs_digest(f"batch-shapes@{BATCH_SHAPES_REVISION}", settings["source_dataset"],
+    labels = load(settings.source.dataset, split="train").labels
+    inputs = inputs_digest(f"batch-shapes@{BATCH_SHAPES_REVISION}", settings.source.dataset,
                            hashlib.sha256(labels.astype("<i8").tobytes()).hexdigest(),
                            *(repr(variant_config(settings=settings, name=name)) for name in names))
     return keyed_table(path, inputs=inputs,

@@ -43,10 +43,10 @@ def bnadapt_feature_stream(settings: Settings, *, setup: SourceSetup | None = No
     """The BN-adapted source model (``setup``'s, else the profile's) on the ``hoc_corruption``
     stream under LT ``hoc_rho``."""
     setup = setup or prepare_source(settings=settings, with_train=False)
-    (stream,) = bnadapt_streams(setup.model, dataset=settings["corrupted_dataset"],
-                                corruptions=[settings["hoc_corruption"]], shifts={"lt": [settings["hoc_rho"]]},
-                                severity=settings["severity"], seed=settings["seed"],
-                                batch_size=settings["test_batch_size"])
+    (stream,) = bnadapt_streams(setup.model, dataset=settings.test.corrupted_dataset,
+                                corruptions=[settings.hoc.corruption], shifts={"lt": [settings.hoc.rho]},
+                                severity=settings.test.severity, seed=settings.seed,
+                                batch_size=settings.test.batch_size)
     logits = torch.cat(stream.logits)
     return FeatureStream(features=torch.cat(stream.features), predicted=logits.argmax(1).numpy(), true=stream.labels,
                          k=int(logits.shape[1]))
@@ -59,7 +59,7 @@ def hoc_versus_true(*, stream: FeatureStream, settings: Settings) -> tuple[pd.Da
     true, predicted, k = stream.true, stream.predicted, stream.k
     nn = nearest_neighbours(stream.features, k=1)[:, 0].numpy()
     t_true = transition_matrix(true, predicted, k)
-    t_hoc, _ = hoc_estimate(stream.features, predicted, k, steps=settings["hoc_steps"], seed=settings["seed"])
+    t_hoc, _ = hoc_estimate(stream.features, predicted, k, steps=settings.hoc.steps, seed=settings.seed)
     present = np.bincount(true, minlength=k) > 0
     summary = pd.DataFrame({
         "nearest neighbour shares the true class (%)": [100 * (true[nn] == true).mean()],
@@ -75,7 +75,7 @@ def hoc_versus_true(*, stream: FeatureStream, settings: Settings) -> tuple[pd.Da
 def tsne_points(*, stream: FeatureStream, settings: Settings) -> pd.DataFrame:
     """A 2-D t-SNE of ``tsne_points`` random samples of the stream (0: all): x, y, true class and
     BNAdapt's prediction per point."""
-    seed, points = settings["seed"], settings["tsne_points"]
+    seed, points = settings.seed, settings.hoc.tsne_points
     rng = np.random.default_rng(seed)
     shown = np.sort(rng.permutation(len(stream.true))[:points]) if points else np.arange(len(stream.true))
     emb = TSNE(n_components=2, init="pca", perplexity=30, random_state=seed).fit_transform(
@@ -102,8 +102,8 @@ class HocAnalysis:
     def describe(self, settings: Settings) -> str:
         """The stream and BNAdapt's accuracy on it."""
         s = settings
-        return (f"profile={s.profile}: {s['source_arch']}, {s['corrupted_dataset']}/{s['hoc_corruption']} LT "
-                f"rho={s['hoc_rho']:g}: {self.images} images, BNAdapt accuracy {self.accuracy:.1f}%")
+        return (f"profile={s.profile}: {s.source.arch}, {s.test.corrupted_dataset}/{s.hoc.corruption} LT "
+                f"rho={s.hoc.rho:g}: {self.images} images, BNAdapt accuracy {self.accuracy:.1f}%")
 
 
 def hoc_analysis(*, settings: Settings) -> HocAnalysis:
@@ -113,9 +113,9 @@ def hoc_analysis(*, settings: Settings) -> HocAnalysis:
     import sklearn
 
     setup = prepare_source(settings=settings, with_train=False)
-    dataset, corruption, severity = settings["corrupted_dataset"], settings["hoc_corruption"], settings["severity"]
-    values = (dataset, corruption, severity, settings["hoc_rho"], settings["test_batch_size"], settings["seed"],
-              settings["hoc_steps"], settings["tsne_points"], f"sklearn {sklearn.__version__}")
+    dataset, corruption, severity = settings.test.corrupted_dataset, settings.hoc.corruption, settings.test.severity
+    values = (dataset, corruption, severity, settings.hoc.rho, settings.test.batch_size, settings.seed,
+              settings.hoc.steps, settings.hoc.tsne_points, f"sklearn {sklearn.__version__}")
     inputs = study_inputs("hoc", revision=HOC_REVISION, values=values, models=(setup.model,),
                           sets=((dataset, corruption, severity),))
 
@@ -152,11 +152,11 @@ def plot_tsne(*, analysis: HocAnalysis, settings: Settings) -> plt.Figure:
         ax.set_title(f"coloured by {name}")
         ax.set_xticks([])
         ax.set_yticks([])
-    known = {"cifar10": CIFAR10_CLASSES, "fmnist": FMNIST_CLASSES}.get(settings.get("source_dataset"))
+    known = {"cifar10": CIFAR10_CLASSES, "fmnist": FMNIST_CLASSES}.get(settings.source.dataset)
     names = list(known) if known and len(known) == k else [str(c) for c in range(k)]
     handles = [Line2D([], [], ls="none", marker="o", color=colours(c), label=names[c]) for c in range(k)]
     fig.legend(handles=handles, title="class", loc="outside right center")
-    fig.suptitle(f"BN-adapted features, {settings['hoc_corruption']}, LT rho={settings['hoc_rho']:g} "
+    fig.suptitle(f"BN-adapted features, {settings.hoc.corruption}, LT rho={settings.hoc.rho:g} "
                  f"({settings.profile} profile, {len(points)} points)")
     save_figure(fig, profile=settings.profile, name="hoc_tsne")
     return fig

@@ -100,10 +100,10 @@ def identifiability_cells(settings: Settings) -> list:
     one per corruption of ``online_corruptions``."""
     from dartlib.experiments.grid import Cell
 
-    return [Cell(dataset=settings["corrupted_dataset"], shift="online-imb", shift_param=IDENTIFIABILITY_IR,
-                 corruption=corruption, severity=settings["severity"], method="bnadapt",
-                 params=f"subset={settings['imb_subset_size']}", seed=settings["seed"])
-            for corruption in settings["online_corruptions"]]
+    return [Cell(dataset=settings.test.corrupted_dataset, shift="online-imb", shift_param=IDENTIFIABILITY_IR,
+                 corruption=corruption, severity=settings.test.severity, method="bnadapt",
+                 params=f"subset={settings.test.imb_subset_size}", seed=settings.seed)
+            for corruption in settings.online.corruptions]
 
 
 def identifiability_study(*, settings: Settings, context: TestTimeContext, per_class: int = 20) -> pd.DataFrame:
@@ -116,9 +116,9 @@ def identifiability_study(*, settings: Settings, context: TestTimeContext, per_c
 
     forward = context.shared_source()
     streams = {cell.corruption: cell_stream(cell) for cell in identifiability_cells(settings)}
-    train = load(settings["source_dataset"], split="train")
+    train = load(settings.source.dataset, split="train")
     table = identifiability(forward=forward, train_images=train.images, train_labels=train.labels, streams=streams,
-                            batch_size=context.batch_size, per_class=per_class, seed=settings["seed"])
+                            batch_size=context.batch_size, per_class=per_class, seed=settings.seed)
     context.save_shared_source()
     return table
 
@@ -135,7 +135,7 @@ def identifiability_inputs(*, settings: Settings, per_class: int) -> str:
     from dartlib.models.artefacts import sha256_of
 
     return inputs_digest(f"identifiability@{IDENTIFIABILITY_REVISION}", sha256_of(settings.checkpoint()),
-                         settings["source_dataset"], settings["test_batch_size"], per_class, settings["seed"],
+                         settings.source.dataset, settings.test.batch_size, per_class, settings.seed,
                          *(stream_digest(cell) for cell in identifiability_cells(settings)))
 
 

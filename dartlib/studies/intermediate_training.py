@@ -65,18 +65,18 @@ INTERMEDIATE_STUDY_REVISION = 1
 def streams_once(*, settings: Settings, setup: SourceSetup) -> Callable[[], dict[tuple[str, float], Stream]]:
     """:func:`lt_streams` of the profile's ``eval_corruptions`` and ``lt_rhos``, computed at the
     first call only (a notebook whose tables are current never calls it)."""
-    return functools.cache(lambda: lt_streams(setup.frozen, dataset=settings["corrupted_dataset"],
-                                              corruptions=settings["eval_corruptions"], rhos=settings["lt_rhos"],
-                                              severity=settings["severity"], batch_size=settings["test_batch_size"],
-                                              seed=settings["seed"]))
+    return functools.cache(lambda: lt_streams(setup.frozen, dataset=settings.test.corrupted_dataset,
+                                              corruptions=settings.intermediate.corruptions, rhos=settings.test.lt_rhos,
+                                              severity=settings.test.severity, batch_size=settings.test.batch_size,
+                                              seed=settings.seed))
 
 
 def _inputs(name: str, *, settings: Settings, setup: SourceSetup, refiners: Mapping[str, object],
             extra: Sequence[object] = ()) -> str:
-    dataset, severity = settings["corrupted_dataset"], settings["severity"]
-    corruptions = list(settings["eval_corruptions"])
-    values = (dataset, severity, corruptions, list(settings["lt_rhos"]), settings["test_batch_size"],
-              settings["seed"], list(refiners), *extra)
+    dataset, severity = settings.test.corrupted_dataset, settings.test.severity
+    corruptions = list(settings.intermediate.corruptions)
+    values = (dataset, severity, corruptions, list(settings.test.lt_rhos), settings.test.batch_size,
+              settings.seed, list(refiners), *extra)
     return study_inputs(name, revision=INTERMEDIATE_STUDY_REVISION, values=values,
                         models=(setup.model, *(r for r in refiners.values() if r is not None)),
                         sets=[(dataset, c, severity) for c in corruptions])
@@ -89,9 +89,9 @@ def accuracy_table(*, settings: Settings, setup: SourceSetup, refiners: Mapping[
     not made from the same source model, refiners, test sets and settings."""
     inputs = _inputs("intermediate-accuracy", settings=settings, setup=setup, refiners=refiners)
     return keyed_table(results_dir(settings.profile) / "intermediate_training.csv", inputs=inputs, float_format="%.10g",
-                       compute=lambda: refiner_accuracy(streams(), refiners, dataset=settings["corrupted_dataset"],
-                                                        severity=settings["severity"],
-                                                        batch_size=settings["test_batch_size"], seed=settings["seed"]))
+                       compute=lambda: refiner_accuracy(streams(), refiners, dataset=settings.test.corrupted_dataset,
+                                                        severity=settings.test.severity,
+                                                        batch_size=settings.test.batch_size, seed=settings.seed))
 
 
 def stream_summary(*, settings: Settings, setup: SourceSetup, refiner, corruption: str,
@@ -102,7 +102,7 @@ def stream_summary(*, settings: Settings, setup: SourceSetup, refiner, corruptio
     the stored table was not made from the same inputs."""
     def compute() -> pd.DataFrame:
         rows = []
-        for rho in settings["lt_rhos"]:
+        for rho in settings.test.lt_rhos:
             labels, order, logits = streams()[(corruption, rho)]
             k = logits[0].shape[1]
             p_bar, d = batch_statistics(torch.cat(logits))

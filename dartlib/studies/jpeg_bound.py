@@ -27,14 +27,14 @@ SHARED_RESULTS = ("table1.csv", "paper_config.csv")
 def profile_cells(settings: Settings) -> list[Cell]:
     """Per method of :data:`METHODS`, rho of :data:`RHOS` and corruption of Table 1: the stream as it
     is (Table 1's cell) and after one more JPEG round trip (``jpeg_source=75``)."""
-    limit = settings["table1_stream_limit"]
+    limit = settings.table1.stream_limit
     base = [f"limit={limit}"] if limit else [""]
     cells = []
     for method, refiner in METHODS:
         for params in (base[0], ",".join(p for p in (base[0], f"jpeg_source={COPY_QUALITY}") if p)):
-            cells += grid(dataset=[settings["corrupted_dataset"]], shift=["lt"], shift_param=list(RHOS),
-                          corruption=list(settings["table1_corruptions"]), severity=[settings["severity"]],
-                          method=[method], refiner=[refiner], params=[params], seed=[settings["seed"]])
+            cells += grid(dataset=[settings.test.corrupted_dataset], shift=["lt"], shift_param=list(RHOS),
+                          corruption=list(settings.table1.corruptions), severity=[settings.test.severity],
+                          method=[method], refiner=[refiner], params=[params], seed=[settings.seed])
     return cells
 
 

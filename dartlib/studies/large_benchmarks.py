@@ -353,8 +353,8 @@ def print_benchmarks(*, names: Sequence[str], settings: Settings, per_source_dom
             print(f"{name}: NOT RUN, missing:\n" + "\n".join(f"    {line}" for line in missing))
             continue
         bench = BENCHMARKS[name]
-        results = run_benchmark(name, path=results_dir(settings.profile) / f"{name}.csv", seed=settings["seed"])
+        results = run_benchmark(name, path=results_dir(settings.profile) / f"{name}.csv", seed=settings.seed)
         model = f"{bench.arch} per source domain ({bench.recipe} recipe)" if per_source_domain else bench.arch
-        describe = f"{settings.profile} profile: {model}, seed {settings['seed']}; paper: 4 seeds"
+        describe = f"{settings.profile} profile: {model}, seed {settings.seed}; paper: 4 seeds"
         for key, table in benchmark_report(name, results, profile=settings.profile, describe=describe).items():
             print(render(table, title=key))

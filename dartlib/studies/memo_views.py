@@ -36,7 +36,7 @@ def profile_cells(settings: Settings) -> list[Cell]:
     """MEMO with stored BN, with adapted BN and with adapted BN + DART at :data:`AUTHORS_VIEWS` views,
     on the LT streams of :data:`CORRUPTIONS`, rho by rho from the largest (the shortest streams first: a run
     stopped part-way has finished whole columns, the cheapest first)."""
-    s, rhos = settings, sorted((float(r) for r in settings["lt_rhos"]), reverse=True)
+    s, rhos = settings, sorted((float(r) for r in settings.test.lt_rhos), reverse=True)
     cells = [c for rho in rhos for bn, refiners in (("stored", ["none"]), ("adapted", ["none", "dart"]))
              for c in cells_for(s, shift="lt", params=[rho], corruptions=list(CORRUPTIONS), methods=["memo"],
                                 refiners=refiners, extra=views_params(s, bn=bn))]
@@ -68,11 +68,11 @@ def views_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataF
     with :data:`AUTHORS_VIEWS`, and their difference, paired image by image; "not run" where a cell
     is missing."""
     s, theirs, n = settings, f"{AUTHORS_VIEWS} views", len(CORRUPTIONS)
-    ours = f"{s['memo_augmentations']} views"
+    ours = f"{s.methods.memo_augmentations} views"
     out = {}
     for label, bn, refiner in LINES:
-        for rho in s["lt_rhos"]:
-            pick = dict(shift="lt", param=rho, method="memo", seeds=(s["seed"],), corruptions=list(CORRUPTIONS),
+        for rho in s.test.lt_rhos:
+            pick = dict(shift="lt", param=rho, method="memo", seeds=(s.seed,), corruptions=list(CORRUPTIONS),
                         refiners=(refiner,))
             few = select_streams(rows, subset=memo_params(s, bn=bn), **pick)
             many = select_streams(rows, subset=views_params(s, bn=bn), **pick)

@@ -19,9 +19,9 @@ from dartlib.studies.table1 import TABLE1_METHODS, table1_cells
 
 def cifar10_1_not_run(settings: Settings) -> str | None:
     """Why CIFAR-10.1-LT cannot run on this profile or machine (``None`` when it can)."""
-    if settings["source_dataset"] != "cifar10":
+    if settings.source.dataset != "cifar10":
         return (f"cifar10.1: NOT RUN (needs a CIFAR-10 source model; the {settings.profile} profile's is "
-                f"{settings['source_arch']} on {settings['source_dataset']})")
+                f"{settings.source.arch} on {settings.source.dataset})")
     if not expected_path("cifar10.1").exists():
         return (f"cifar10.1: NOT RUN (data absent at {expected_path('cifar10.1')}); "
                 f"how to get it: {HOW_TO_GET['cifar10.1']}")
@@ -31,7 +31,7 @@ def cifar10_1_not_run(settings: Settings) -> str | None:
 def run_cifar10_1(settings: Settings) -> pd.DataFrame:
     """Every Table 1 cell on CIFAR-10.1-LT at the profile's rhos."""
     context, _ = prepare_context(settings=settings)
-    cells = table1_cells(dataset="cifar10.1", corruptions=["clean"], rhos=settings["lt_rhos"], seed=settings["seed"])
+    cells = table1_cells(dataset="cifar10.1", corruptions=["clean"], rhos=settings.test.lt_rhos, seed=settings.seed)
     return run_cells(cells, context, path=results_dir(settings.profile) / "natural_shifts.csv",
                      experiment="natural_shifts")
 
@@ -41,7 +41,7 @@ def cifar10_1_table(*, results: pd.DataFrame, settings: Settings) -> pd.DataFram
     s = settings
     paper = load_table("table1_main")
     order = [row_label(m, r) for m in TABLE1_METHODS for r in ("none", "dart") if not (m == "noadapt" and r == "dart")]
-    title = f"CIFAR-10.1-LT ({s.profile} profile: {s['source_arch']}, seed {s['seed']}; paper: ResNet-26, 4 seeds)"
+    title = f"CIFAR-10.1-LT ({s.profile} profile: {s.source.arch}, seed {s.seed}; paper: ResNet-26, 4 seeds)"
     table = beside_paper(results, paper[paper.dataset == "cifar10.1"], profile=s.profile, name="table1_cifar10_1",
                          title=title, row_order=order)
     print(render(table, title=title))

@@ -69,10 +69,10 @@ def prepare_online_context(
     checkpoint = settings.checkpoint()
     if trained_only:
         require_trained([refiner_path(checkpoint, config)])
-    train = None if trained_only else load(settings["source_dataset"], split="train")
+    train = None if trained_only else load(settings.source.dataset, split="train")
     split, log = load_or_train_refiner(checkpoint, context.source, train, config, device=context.device,
                                        progress=progress)
-    split.temperature = settings["split_temperature"]
+    split.temperature = settings.methods.split_temperature
     context.refiners["dart-split"] = split
     for method, options in METHOD_OPTIONS.items():
         context.options[method] = {**context.options.get(method, {}), **options}
@@ -81,10 +81,10 @@ def prepare_online_context(
 
 def profile_cells(settings: Settings) -> list[Cell]:
     """The online-imbalance grid of a profile's (notebook 11's) settings."""
-    return online_cells(corrupted_dataset=settings["corrupted_dataset"], severity=settings["severity"],
-                        online_irs=settings["online_irs"], imb_subset_size=settings["imb_subset_size"],
-                        online_corruptions=settings["online_corruptions"],
-                        split_tta_corruptions=settings["split_tta_corruptions"], seed=settings["seed"])
+    return online_cells(corrupted_dataset=settings.test.corrupted_dataset, severity=settings.test.severity,
+                        online_irs=settings.online.irs, imb_subset_size=settings.test.imb_subset_size,
+                        online_corruptions=settings.online.corruptions,
+                        split_tta_corruptions=settings.online.split_tta_corruptions, seed=settings.seed)
 
 
 def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
@@ -101,12 +101,12 @@ def online_table(*, results: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     profiles (it has DART, not DART-split); printed and written to ``results/<profile>/tables/``."""
     s = settings
     paper = None
-    if s["corrupted_dataset"] == "cifar10c":
+    if s.test.corrupted_dataset == "cifar10c":
         paper = load_table("app_cifar10c_imb")
-        paper = paper[paper.shift_param.isin([float(r) for r in s["online_irs"]])]
-    title = (f"online imbalance on {s['corrupted_dataset']}, columns IR; BNAdapt family over "
-             f"{len(s['online_corruptions'])}, TENT/SAR/ODS over {len(s['split_tta_corruptions'])} corruption(s), "
-             f"subsets of {s['imb_subset_size']} ({s.profile} profile: {s['source_arch']}, seed {s['seed']}; "
+        paper = paper[paper.shift_param.isin([float(r) for r in s.online.irs])]
+    title = (f"online imbalance on {s.test.corrupted_dataset}, columns IR; BNAdapt family over "
+             f"{len(s.online.corruptions)}, TENT/SAR/ODS over {len(s.online.split_tta_corruptions)} corruption(s), "
+             f"subsets of {s.test.imb_subset_size} ({s.profile} profile: {s.source.arch}, seed {s.seed}; "
              "paper: ResNet-26, CIFAR-10-C, 4 seeds)")
     table = beside_paper(results, paper, profile=s.profile, name="online_imbalance", title=title, row_order=ROW_ORDER,
                          paper_covers=CORRUPTIONS)
@@ -139,6 +139,6 @@ def plot_online_imbalance(*, results: pd.DataFrame, settings: Settings) -> plt.F
     ax.legend(title=None)
     ax.set_xlabel("imbalance ratio (IR)")
     ax.set_ylabel("accuracy (%)")
-    ax.set_title(f"online imbalance, {settings['corrupted_dataset']} ({settings.profile} profile)")
+    ax.set_title(f"online imbalance, {settings.test.corrupted_dataset} ({settings.profile} profile)")
     save_figure(fig, profile=settings.profile, name="online_imbalance")
     return fig

@@ -47,16 +47,16 @@ SHARED_RESULTS = ("table1.csv", "online_imbalance.csv", "all_corruptions.csv", "
 
 
 def _lt(settings: Settings, seed: int) -> dict:
-    limit = settings["table1_stream_limit"]
-    return dict(dataset=[settings["corrupted_dataset"]], shift=["lt"], shift_param=[float(r) for r in settings["lt_rhos"]],
-                corruption=list(settings["table1_corruptions"]), severity=[settings["severity"]], seed=[seed],
+    limit = settings.table1.stream_limit
+    return dict(dataset=[settings.test.corrupted_dataset], shift=["lt"], shift_param=[float(r) for r in settings.test.lt_rhos],
+                corruption=list(settings.table1.corruptions), severity=[settings.test.severity], seed=[seed],
                 params=[f"limit={limit}"] if limit else [""])
 
 
 def _imb(settings: Settings, seed: int) -> dict:
-    return dict(dataset=[settings["corrupted_dataset"]], shift=["online-imb"],
-                shift_param=[float(r) for r in settings["imb_table_irs"]], corruption=list(settings["imb_corruptions"]),
-                severity=[settings["severity"]], seed=[seed], params=[f"subset={settings['imb_subset_size']}"])
+    return dict(dataset=[settings.test.corrupted_dataset], shift=["online-imb"],
+                shift_param=[float(r) for r in settings.more_settings.imb_table_irs], corruption=list(settings.more_settings.imb_corruptions),
+                severity=[settings.test.severity], seed=[seed], params=[f"subset={settings.test.imb_subset_size}"])
 
 
 def variant_seed(*, settings: Settings, name: str) -> int:
@@ -79,11 +79,11 @@ def paper_config_cells(settings: Settings, *, names: list[str] | None = None) ->
         cells += grid(**_imb(settings, seed), method=["noadapt"], refiner=["none"])
         cells += grid(**_imb(settings, seed), method=["bnadapt"], refiner=refiners)
     if PAPER_VARIANTS[0] in names:
-        others = [m for m in (*TABLE1_METHODS, *settings["extra_methods"]) if m not in ("noadapt", "bnadapt")]
+        others = [m for m in (*TABLE1_METHODS, *settings.table1.extra_methods) if m not in ("noadapt", "bnadapt")]
         for method in others:  # method by method: a grid stopped part-way holds whole rows
-            cells += grid(**_lt(settings, settings["seed"]), method=[method], refiner=["none", "dart", PAPER_VARIANTS[0]])
+            cells += grid(**_lt(settings, settings.seed), method=[method], refiner=["none", "dart", PAPER_VARIANTS[0]])
         imb_others = [m for m in IMB_METHODS if m not in ("noadapt", "bnadapt")]  # BNAdapt's and NoAdapt's above
-        cells += grid(**_imb(settings, settings["seed"]), method=imb_others, refiner=["none", "dart", PAPER_VARIANTS[0]])
+        cells += grid(**_imb(settings, settings.seed), method=imb_others, refiner=["none", "dart", PAPER_VARIANTS[0]])
     return list(dict.fromkeys(cells))
 
 
@@ -128,7 +128,7 @@ def paper_note_cells(settings: Settings) -> list[Cell]:
     """NOTE on Table 1's CIFAR-10C-LT streams with its IABN copy at the paper's epochs
     (:func:`paper_note_settings`; ``results/<profile>/paper_note.csv``): without DART and with the
     seed-0 refiner at the paper's configuration first, then with the profile's own refiner."""
-    lt = _lt(settings, settings["seed"])
+    lt = _lt(settings, settings.seed)
     return grid(**lt, method=["note"], refiner=["none", PAPER]) + grid(**lt, method=["note"], refiner=["dart"])
 
 
@@ -222,26 +222,26 @@ def paper_mean(table: str, *, shift: str, param: float, method: str, refiner: st
 
 def _lt_streams(settings: Settings) -> dict:
     """Table 1's CIFAR-10C-LT streams of a profile, as :func:`select_streams` takes them."""
-    return dict(shift="lt", corruptions=list(settings["table1_corruptions"]),
-                subset=f"limit={settings['table1_stream_limit']}" if settings["table1_stream_limit"] else "")
+    return dict(shift="lt", corruptions=list(settings.table1.corruptions),
+                subset=f"limit={settings.table1.stream_limit}" if settings.table1.stream_limit else "")
 
 
 def _imb_streams(settings: Settings) -> dict:
     """The CIFAR-10C-imb streams of a profile's table, as :func:`select_streams` takes them."""
-    return dict(shift="online-imb", corruptions=list(settings["imb_corruptions"]), subset=f"subset={settings['imb_subset_size']}")
+    return dict(shift="online-imb", corruptions=list(settings.more_settings.imb_corruptions), subset=f"subset={settings.test.imb_subset_size}")
 
 
-# per benchmark of the blocks: its streams, its shift parameters (a profile key), its name in a
+# per benchmark of the blocks: its streams, its shift parameters (read from the settings), its name in a
 # block's index and the paper's table of it
-BENCHMARKS = {"lt": (_lt_streams, "lt_rhos", "rho", "table1_main"),
-              "online-imb": (_imb_streams, "imb_table_irs", "IR", "app_cifar10c_imb")}
+BENCHMARKS = {"lt": (_lt_streams, lambda s: s.test.lt_rhos, "rho", "table1_main"),
+              "online-imb": (_imb_streams, lambda s: s.more_settings.imb_table_irs, "IR", "app_cifar10c_imb")}
 
 
 def _benchmark(settings: Settings, shift: str) -> tuple[dict, list[float], str, str]:
     if shift not in BENCHMARKS:
         raise ValueError(f"no block for shift {shift!r}; valid: {', '.join(BENCHMARKS)}")
-    streams, key, name, table = BENCHMARKS[shift]
-    return streams(settings), [float(p) for p in settings[key]], name, table
+    streams, params, name, table = BENCHMARKS[shift]
+    return streams(settings), [float(p) for p in params(settings)], name, table
 
 
 def bnadapt_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
@@ -253,7 +253,7 @@ def bnadapt_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.Dat
         kind, params, name, table = _benchmark(settings, shift)
         columns += [(f"{name}={value:g}", value, kind, table) for value in params]
     seeds3 = tuple(range(len(PAPER_VARIANTS)))
-    own = f"{settings.profile} g_phi ({settings['dart_epochs']} ep, alpha {settings['dart_alpha']:g})"
+    own = f"{settings.profile} g_phi ({settings.dart.epochs} ep, alpha {settings.dart.alpha:g})"
     lines = {
         "NoAdapt": ("noadapt", ("none",), (0,)),
         "BNAdapt": ("bnadapt", ("none",), (0,)),
@@ -315,7 +315,7 @@ def gain_beside_paper_block(*, settings: Settings, rows: pd.DataFrame, outcomes,
         if method == "noadapt":
             continue
         line = {}
-        for rho in settings["lt_rhos"]:
+        for rho in settings.test.lt_rhos:
             picked = [select_streams(rows, param=rho, method=method, refiners=(r,), seeds=(0,), **kind) for r in (refiner, "none")]
             ours = estimate_or_count([(1.0, picked[0]), (-1.0, picked[1])], expected=k, outcomes=outcomes)
             base, dart = (paper_row("table1_main", shift="lt", param=rho, method=paper_method(method), refiner=r)

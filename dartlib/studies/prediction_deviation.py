@@ -67,30 +67,30 @@ def figure4_points(*, settings: Settings, setup: SourceSetup) -> pd.DataFrame:
     """``results/<profile>/prediction_deviation.csv``: :func:`deviation_over_irs` of the profile's
     ``deviation_irs`` on :data:`FIGURE4_CORRUPTION`, computed only where the stored table was not
     made from the same source model, test set and settings."""
-    dataset, severity = settings["corrupted_dataset"], settings["severity"]
-    values = (dataset, severity, list(settings["deviation_irs"]), settings["test_batch_size"], settings["seed"])
+    dataset, severity = settings.test.corrupted_dataset, settings.test.severity
+    values = (dataset, severity, list(settings.deviation.irs), settings.test.batch_size, settings.seed)
     inputs = study_inputs("figure4", revision=DEVIATION_REVISION, values=values, models=(setup.model,),
                           sets=((dataset, FIGURE4_CORRUPTION, severity),))
     return keyed_table(results_dir(settings.profile) / "prediction_deviation.csv", inputs=inputs, float_format="%.10g",
                        compute=lambda: deviation_over_irs(setup.frozen, dataset=dataset, corruption=FIGURE4_CORRUPTION,
-                                                          severity=severity, irs=settings["deviation_irs"],
-                                                          batch_size=settings["test_batch_size"], seed=settings["seed"]))
+                                                          severity=severity, irs=settings.deviation.irs,
+                                                          batch_size=settings.test.batch_size, seed=settings.seed))
 
 
 def figure3_curve(*, settings: Settings, setup: SourceSetup, refiner) -> pd.DataFrame:
     """``results/<profile>/accuracy_vs_rho.csv``: :func:`accuracy_against_rho` over the profile's
     ``fig3_corruptions`` and ``rho_grid`` with ``refiner``, computed only where the stored table was
     not made from the same source model, refiner, test sets and settings."""
-    dataset, severity = settings["corrupted_dataset"], settings["severity"]
-    corruptions = list(settings["fig3_corruptions"])
-    values = (dataset, severity, corruptions, list(settings["rho_grid"]), settings["test_batch_size"], settings["seed"])
+    dataset, severity = settings.test.corrupted_dataset, settings.test.severity
+    corruptions = list(settings.deviation.fig3_corruptions)
+    values = (dataset, severity, corruptions, list(settings.deviation.rho_grid), settings.test.batch_size, settings.seed)
     inputs = study_inputs("figure3", revision=DEVIATION_REVISION, values=values, models=(setup.model, refiner),
                           sets=[(dataset, c, severity) for c in corruptions])
     return keyed_table(results_dir(settings.profile) / "accuracy_vs_rho.csv", inputs=inputs, float_format="%.10g",
                        compute=lambda: accuracy_against_rho(
                            frozen=setup.frozen, source=setup.source_statistics_model(), refiner=refiner,
-                           dataset=dataset, corruptions=corruptions, severity=severity, rhos=settings["rho_grid"],
-                           batch_size=settings["test_batch_size"], seed=settings["seed"]))
+                           dataset=dataset, corruptions=corruptions, severity=severity, rhos=settings.deviation.rho_grid,
+                           batch_size=settings.test.batch_size, seed=settings.seed))
 
 
 # Figure 3's caption (and Figure 2's): NoAdapt blue, BNAdapt orange, BNAdapt+DART green (figures.row_colours).

@@ -37,10 +37,10 @@ EQUAL_STEPS = "equal_steps_batch="
 
 def refiner_changes(settings: Settings) -> dict[str, dict]:
     """Every g_phi of the notebook by name: the ablation base config changed as given."""
-    return {**{f"alpha={a:g}": {"alpha": a} for a in settings["alpha_values"]},
+    return {**{f"alpha={a:g}": {"alpha": a} for a in settings.sensitivity.alpha_values},
             **{f"int_batch={b};hidden={h}": {"batch_size": b, "hidden": h}
-               for b in settings["hyper_int_batches"] for h in settings["hyper_hidden"]},
-            **{f"epochs={e}": {"epochs": e} for e in settings["epochs_grid"]}, "base": {},
+               for b in settings.sensitivity.int_batches for h in settings.sensitivity.hidden},
+            **{f"epochs={e}": {"epochs": e} for e in settings.sensitivity.epochs_grid}, "base": {},
             **equal_steps_changes(settings)}
 
 
@@ -49,11 +49,11 @@ def equal_steps_changes(settings: Settings) -> dict[str, dict]:
     intermediate batch size other than the default trained for as many optimiser steps as the
     default (epochs scaled by batch / default batch; at a fixed epoch count a batch of 128 takes
     half the steps of 64), every hidden width. None where ``hyper_equal_steps`` is false."""
-    if not settings["hyper_equal_steps"]:
+    if not settings.sensitivity.equal_steps:
         return {}
     base = ablation_base_config(settings)
     changes = {}
-    for b in settings["hyper_int_batches"]:
+    for b in settings.sensitivity.int_batches:
         epochs = base.epochs * b / base.batch_size
         if b == base.batch_size:
             continue
@@ -62,7 +62,7 @@ def equal_steps_changes(settings: Settings) -> dict[str, dict]:
                              f"ablation_epochs {base.epochs} x batch {b} / int_batch_size {base.batch_size} = {epochs:g}; "
                              "set `hyper_equal_steps: false` or an ablation_epochs that divides evenly")
         changes.update({f"{EQUAL_STEPS}{b};hidden={h}": {"batch_size": b, "hidden": h, "epochs": int(epochs)}
-                        for h in settings["hyper_hidden"]})
+                        for h in settings.sensitivity.hidden})
     return changes
 
 
@@ -103,9 +103,9 @@ class SensitivityStudy:
         ``sensitivity_corruptions`` (``results/<profile>/sensitivity.csv``, keyed and resumable);
         ``params`` names each refiner's setting, ``refiner`` is "none" or "dart"."""
         s = self.settings
-        axes = dict(dataset=[s["corrupted_dataset"]], shift=["lt"], shift_param=[float(r) for r in s["lt_rhos"]],
-                    corruption=list(s["sensitivity_corruptions"]), severity=[s["severity"]], method=["bnadapt"],
-                    seed=[s["seed"]])
+        axes = dict(dataset=[s.test.corrupted_dataset], shift=["lt"], shift_param=[float(r) for r in s.test.lt_rhos],
+                    corruption=list(s.sensitivity.corruptions), severity=[s.test.severity], method=["bnadapt"],
+                    seed=[s.seed])
         cells = grid(**axes, refiner=["none"]) + grid(**axes, refiner=["dart"], params=list(self.named(prefix)))
         return run_cells(cells, self.contexts(prefix), path=results_dir(s.profile) / "sensitivity.csv",
                          experiment="sensitivity", progress=s.profile != "smoke")
@@ -129,7 +129,7 @@ def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> Sensitivit
 
 def stream_limit(settings: Settings) -> str:
     """The ``,limit=`` option of the TENT and test-batch cells ("" when streams are whole)."""
-    limit = settings["tent_stream_limit"]
+    limit = settings.sensitivity.tent_stream_limit
     return f",limit={limit}" if limit else ""
 
 
@@ -141,9 +141,9 @@ def alpha_tent_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell
     names = [name for name in refiner_changes(s) if name.startswith("alpha=")]
 
     def tent(refiner: str, params: list[str]):
-        return grid(dataset=[s["corrupted_dataset"]], shift=["lt"], shift_param=[float(r) for r in s["lt_rhos"]],
-                    corruption=list(corruptions), severity=[s["severity"]], method=["tent"], refiner=[refiner],
-                    params=params, seed=[s["seed"]])
+        return grid(dataset=[s.test.corrupted_dataset], shift=["lt"], shift_param=[float(r) for r in s.test.lt_rhos],
+                    corruption=list(corruptions), severity=[s.test.severity], method=["tent"], refiner=[refiner],
+                    params=params, seed=[s.seed])
 
     return tent("none", [limit.lstrip(",")]) + tent("dart", [f"{k}{limit}" for k in names])
 
@@ -152,10 +152,10 @@ def test_batch_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell
     """The test batch-size table's cells: NoAdapt, BNAdapt and TENT (+DART with the ``base``
     refiner) per test batch size on the balanced streams of ``corruptions``."""
     s = settings
-    return paired(grid(dataset=[s["corrupted_dataset"]], shift=["none"], shift_param=[None],
-                       corruption=list(corruptions), severity=[s["severity"]],
+    return paired(grid(dataset=[s.test.corrupted_dataset], shift=["none"], shift_param=[None],
+                       corruption=list(corruptions), severity=[s.test.severity],
                        method=["noadapt", "bnadapt", "tent"], refiner=["none", "dart"],
-                       params=[f"test_batch={b}{stream_limit(s)}" for b in s["test_batches"]], seed=[s["seed"]]))
+                       params=[f"test_batch={b}{stream_limit(s)}" for b in s.sensitivity.test_batches], seed=[s.seed]))
 
 
 def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -164,7 +164,7 @@ def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
     (``results/<profile>/sensitivity_tent.csv``, resumable)."""
     s = study.settings
     alpha_bn = study.bnadapt_rows("alpha=")
-    tent_cells = alpha_tent_cells(s, corruptions=s["tent_corruptions"])
+    tent_cells = alpha_tent_cells(s, corruptions=s.sensitivity.tent_corruptions)
     alpha_tent = run_cells(tent_cells, study.contexts("alpha="), path=results_dir(s.profile) / "sensitivity_tent.csv",
                            experiment="sensitivity_alpha", progress=s.profile != "smoke")
     frame = pd.concat([alpha_bn, alpha_tent], ignore_index=True)
@@ -178,7 +178,7 @@ def run_hyper(study: SensitivityStudy) -> pd.DataFrame:
     width so that it fills each column group."""
     frame = study.bnadapt_rows("int_batch=")
     return pd.concat([frame[frame.refiner == "none"].assign(params=f"hidden={h}")
-                      for h in study.settings["hyper_hidden"]]
+                      for h in study.settings.sensitivity.hidden]
                      + [frame[frame.refiner != "none"]], ignore_index=True)
 
 
@@ -195,10 +195,10 @@ def run_epochs_imb(study: SensitivityStudy) -> pd.DataFrame:
     """BNAdapt with the epochs table's refiners on CIFAR-10C-imb streams (beyond the paper's table),
     ``results/<profile>/sensitivity_epochs_imb.csv`` (keyed and resumable)."""
     s = study.settings
-    subset = f"subset={s['imb_subset_size']}"
-    axes = dict(dataset=[s["corrupted_dataset"]], shift=["online-imb"],
-                shift_param=[float(r) for r in s["epochs_imb_irs"]], corruption=list(s["sensitivity_corruptions"]),
-                severity=[s["severity"]], method=["bnadapt"], seed=[s["seed"]])
+    subset = f"subset={s.test.imb_subset_size}"
+    axes = dict(dataset=[s.test.corrupted_dataset], shift=["online-imb"],
+                shift_param=[float(r) for r in s.sensitivity.epochs_imb_irs], corruption=list(s.sensitivity.corruptions),
+                severity=[s.test.severity], method=["bnadapt"], seed=[s.seed])
     cells = (grid(**axes, refiner=["none"], params=[subset])
              + grid(**axes, refiner=["dart"], params=[f"{subset},{name}" for name in study.named("epochs=")]))
     return run_cells(cells, study.contexts("epochs="), path=results_dir(s.profile) / "sensitivity_epochs_imb.csv",
@@ -211,7 +211,7 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
     holds the test batch size."""
     s = study.settings
     context = study.context  # the ``base`` refiner at the profile's test batch size (cells set their own)
-    cells = test_batch_cells(s, corruptions=s["tent_corruptions"])
+    cells = test_batch_cells(s, corruptions=s.sensitivity.tent_corruptions)
     frame = run_cells(cells, context, path=results_dir(s.profile) / "sensitivity_batch.csv",
                       experiment="sensitivity_batch", progress=s.profile != "smoke")
     frame["column"] = [int(parse_params(p)["test_batch"]) for p in frame.params]
@@ -220,14 +220,14 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
 
 def alpha_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """The appendix's alpha table: BNAdapt and TENT, alone and with DART per alpha."""
-    alphas = settings["alpha_values"]
+    alphas = settings.sensitivity.alpha_values
     paper = load_table("app_alpha")
     paper["refiner"] = [f"DART (alpha={parse_params(p)['alpha']})" for p in paper.params]
     dart_rows = [f"{m}+DART (alpha={a:g})" for m in ("BNAdapt", "TENT") for a in alphas]
     order = ["BNAdapt", *dart_rows[: len(alphas)], "TENT", *dart_rows[len(alphas):]]
     return show("app_alpha", frame, paper, settings=settings, columns="shift_param", order=order,
-                caption=f"alpha; BNAdapt over {len(settings['sensitivity_corruptions'])}, "
-                        f"TENT over {len(settings['tent_corruptions'])} corruption(s)")
+                caption=f"alpha; BNAdapt over {len(settings.sensitivity.corruptions)}, "
+                        f"TENT over {len(settings.sensitivity.tent_corruptions)} corruption(s)")
 
 
 def hyper_layout(frame: pd.DataFrame) -> pd.DataFrame:
@@ -240,7 +240,7 @@ def hyper_layout(frame: pd.DataFrame) -> pd.DataFrame:
 
 def hyper_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """The appendix's intermediate batch size x hidden width table, BNAdapt+DART."""
-    order = ["BNAdapt", *[f"int batch {b}" for b in settings["hyper_int_batches"]]]
+    order = ["BNAdapt", *[f"int batch {b}" for b in settings.sensitivity.int_batches]]
     return show("app_hyperparameters", hyper_layout(frame), hyper_layout(load_table("app_hyperparameters")),
                 settings=settings, columns="column", order=order,
                 caption="intermediate batch size x hidden width, BNAdapt+DART")
@@ -268,10 +268,10 @@ def equal_steps_table(*, hyper_frame: pd.DataFrame, equal_frame: pd.DataFrame, s
 
     default = refined(base.batch_size, base.hidden)
     table = {}
-    for b in s["hyper_int_batches"]:
+    for b in s.sensitivity.int_batches:
         epochs = base.epochs * b // base.batch_size
-        for h in s["hyper_hidden"]:
-            for rho in (r for r in s["lt_rhos"] if float(r) != 1.0):
+        for h in s.sensitivity.hidden:
+            for rho in (r for r in s.test.lt_rhos if float(r) != 1.0):
                 mine = _at(refined(b, h), rho)
                 gain = difference(mine, _at(plain, rho), outcomes=outcomes)
                 gap = difference(mine, _at(default, rho), outcomes=outcomes)
@@ -281,7 +281,7 @@ def equal_steps_table(*, hyper_frame: pd.DataFrame, equal_frame: pd.DataFrame, s
     frame = pd.DataFrame(table).T
     print(f"BNAdapt+DART's gain over BNAdapt at equal optimiser steps (every batch size trained for {base.epochs} "
           f"epoch(s) x {base.batch_size} / batch; the default: batch {base.batch_size}, width {base.hidden}), points, "
-          f"{len(s['sensitivity_corruptions'])} corruption(s) ({profile_note(s)}); {SE_SENTENCE}")
+          f"{len(s.sensitivity.corruptions)} corruption(s) ({profile_note(s)}); {SE_SENTENCE}")
     print(frame.to_string())
     return frame
 
@@ -298,7 +298,7 @@ def epochs_layout(frame: pd.DataFrame) -> pd.DataFrame:
 
 def epochs_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """The appendix's intermediate-epochs table, BNAdapt+DART."""
-    order = ["BNAdapt", *[f"{e} epochs" for e in settings["epochs_grid"]]]
+    order = ["BNAdapt", *[f"{e} epochs" for e in settings.sensitivity.epochs_grid]]
     return show("app_epochs", epochs_layout(frame), epochs_layout(load_table("app_epochs")), settings=settings,
                 columns="shift_param", order=order, caption="intermediate epochs, BNAdapt+DART")
 
@@ -311,15 +311,15 @@ def epochs_imb_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame
     means = frame.assign(row=[f"+DART, {parse_params(p)['epochs']} epochs" if r == "dart" else "BNAdapt"
                               for r, p in zip(frame.refiner, frame.params)])
     means = means.pivot_table(index="row", columns="shift_param", values="accuracy")
-    means = means.reindex(["BNAdapt", *[f"+DART, {e} epochs" for e in s["epochs_grid"]]])
-    if s["corrupted_dataset"] == "cifar10c":
+    means = means.reindex(["BNAdapt", *[f"+DART, {e} epochs" for e in s.sensitivity.epochs_grid]])
+    if s.test.corrupted_dataset == "cifar10c":
         paper = load_table("app_cifar10c_imb")
-        paper = paper[(paper.method == "bnadapt") & paper.shift_param.isin(s["epochs_imb_irs"])]
+        paper = paper[(paper.method == "bnadapt") & paper.shift_param.isin(s.sensitivity.epochs_imb_irs)]
         means.loc["paper: BNAdapt"] = paper[paper.refiner == "none"].set_index("shift_param").accuracy
         means.loc["paper: +DART, 50 epochs"] = paper[paper.refiner == "dart"].set_index("shift_param").accuracy
     means.columns = [f"IR {c:g}" for c in means.columns]
-    print(f"BNAdapt(+DART) on {s['corrupted_dataset']}-imb, accuracy (%), mean over "
-          f"{len(s['sensitivity_corruptions'])} corruption(s), subsets of {s['imb_subset_size']} "
+    print(f"BNAdapt(+DART) on {s.test.corrupted_dataset}-imb, accuracy (%), mean over "
+          f"{len(s.sensitivity.corruptions)} corruption(s), subsets of {s.test.imb_subset_size} "
           f"({profile_note(s)})")
     print(means.round(1).to_string())
     return means
@@ -329,11 +329,11 @@ def batch_size_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame
     """The appendix's test-batch-size table on balanced streams (columns: the batch sizes)."""
     paper = load_table("app_batch_size")
     paper["column"] = [int(parse_params(p)["test_batch"]) for p in paper.params]
-    paper = paper[paper.column.isin(settings["test_batches"])]
+    paper = paper[paper.column.isin(settings.sensitivity.test_batches)]
     return show("app_batch_size", frame, paper, settings=settings, columns="column",
                 order=["NoAdapt", "BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"],
-                caption=f"test batch size, balanced {settings['corrupted_dataset']}, "
-                        f"{len(settings['tent_corruptions'])} corruption(s)")
+                caption=f"test batch size, balanced {settings.test.corrupted_dataset}, "
+                        f"{len(settings.sensitivity.tent_corruptions)} corruption(s)")
 
 
 def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, settings: Settings,
@@ -350,7 +350,7 @@ def plot_sensitivity(*, alpha_frame: pd.DataFrame, batch_frame: pd.DataFrame, se
     from dartlib.analysis.noise import mean_estimate
 
     outcomes = outcomes if outcomes is not None else folder_outcomes(results_dir(settings.profile))
-    alphas = settings["alpha_values"]
+    alphas = settings.sensitivity.alpha_values
     fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 4.2))
     bn = alpha_frame[alpha_frame.method == "bnadapt"]
     rhos = sorted(bn.shift_param.astype(float).unique())

@@ -43,13 +43,13 @@ def noadapt_results(*, settings: Settings, model: nn.Module) -> pd.DataFrame:
     profile's ``corrupted_dataset`` (generated if absent) at its ``severity``, the first
     ``eval_limit`` images (0: all), computed only where the stored table was not made from the same
     model, test sets and settings (:mod:`dartlib.experiments.keyed_tables`)."""
-    dataset, severity, limit = settings["corrupted_dataset"], settings["severity"], settings["eval_limit"]
+    dataset, severity, limit = settings.test.corrupted_dataset, settings.test.severity, settings.source.eval_limit
     ensure_corrupted(dataset, severities=[severity])
-    inputs = study_inputs("noadapt", revision=SOURCE_MODELS_REVISION, values=(dataset, severity, limit, settings["seed"]),
+    inputs = study_inputs("noadapt", revision=SOURCE_MODELS_REVISION, values=(dataset, severity, limit, settings.seed),
                           models=(model,), sets=[(dataset, c, severity) for c in CORRUPTIONS])
     return keyed_table(results_dir(settings.profile) / "source_models.csv", inputs=inputs, float_format="%.10g",
                        compute=lambda: corruption_accuracy(model, dataset=dataset, experiment="source_models",
-                                                           severity=severity, seed=settings["seed"],
+                                                           severity=severity, seed=settings.seed,
                                                            limit=limit or None, progress=False))
 
 

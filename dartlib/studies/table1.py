@@ -51,9 +51,9 @@ def table1_cells(*, dataset: str, corruptions, rhos, methods=TABLE1_METHODS, sev
 
 def profile_cells(settings: Settings) -> list[Cell]:
     """The Table 1 grid of a profile's (notebook 06's) settings."""
-    return table1_cells(dataset=settings["corrupted_dataset"], corruptions=settings["table1_corruptions"],
-                        rhos=settings["lt_rhos"], methods=[*TABLE1_METHODS, *settings["extra_methods"]],
-                        severity=settings["severity"], seed=settings["seed"], limit=settings["table1_stream_limit"])
+    return table1_cells(dataset=settings.test.corrupted_dataset, corruptions=settings.table1.corruptions,
+                        rhos=settings.test.lt_rhos, methods=[*TABLE1_METHODS, *settings.table1.extra_methods],
+                        severity=settings.test.severity, seed=settings.seed, limit=settings.table1.stream_limit)
 
 
 def note_report_cells(cells: list[Cell]) -> list[Cell]:

@@ -40,8 +40,8 @@ class Memo(_GradientAdapter):
 
     @classmethod
     def profile_options(cls, settings) -> dict:
-        """The number of AugMix views, where the profile sets it (``memo_augmentations``)."""
-        return {"n_augmentations": settings["memo_augmentations"]} if "memo_augmentations" in settings else {}
+        """The number of AugMix views the settings give (``methods.memo_augmentations``)."""
+        return {"n_augmentations": settings.methods.memo_augmentations}
 
     def __init__(self, model: nn.Module, *, refiner: Refiner | None = None, bn: str = "batch",
                  n_augmentations: int = 32, optimizer: str = "adam", lr: float | None = None,

@@ -302,16 +302,16 @@ class Note(Adapter):
     @classmethod
     def context_files(cls, *, settings, checkpoint: Path) -> list[Path]:
         """The IABN fine-tuned copy of the source model (``note_finetune_epochs``, ``note_per_class``)."""
-        return [iabn_path(checkpoint, epochs=settings["note_finetune_epochs"],
-                          per_class=settings["note_per_class"] or None)]
+        return [iabn_path(checkpoint, epochs=settings.methods.note_finetune_epochs,
+                          per_class=settings.methods.note_per_class or None)]
 
     @classmethod
     def context_fields(cls, *, settings, checkpoint: Path, model: nn.Module, train, device: str,
                        progress: bool) -> dict:
         """``iabn``: the source model with IABN layers, fine-tuned on ``train`` (Appendix A), loaded
         when saved beside ``checkpoint``."""
-        iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=settings["note_finetune_epochs"],
-                                        per_class=settings["note_per_class"] or None, seed=settings["seed"],
+        iabn, _ = load_or_finetune_iabn(checkpoint, model, train, epochs=settings.methods.note_finetune_epochs,
+                                        per_class=settings.methods.note_per_class or None, seed=settings.seed,
                                         device=device, progress=progress)
         return {"iabn": iabn}
 

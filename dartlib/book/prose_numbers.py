@@ -9,7 +9,8 @@ timing) comes from a generated block, ``<!-- generated: NAME -->`` ... ``<!-- en
   ``batch 200``, ``width 16``, ``Dirichlet 0.1``; :data:`SETTING_WORDS`), or by the noun after an
   integer (``50 epochs``, ``15 corruptions``, ``4 seeds``; :data:`SETTING_NOUNS`), or in a hyphenated
   compound (``2-epoch``, ``2-core``, ``4-view``);
-* versions (``1.2.0``; a number after :data:`VERSION_WORDS`) and years and dates;
+* versions (``1.2.0``; a number after :data:`VERSION_WORDS`), years and dates, names (``CIFAR-10.1``,
+  ``ResNet-26``) and the size of a published file with its unit (``2.9 GB``);
 * references to a table, figure, section, equation, appendix, notebook or line (:data:`REFERENCE_WORDS`);
 * a number that continues a list started by an allowed one (``notebooks 04, 07 and 08``, ``IR 20, 50, 5000``).
 
@@ -32,7 +33,7 @@ from dartlib.paths import REPO_ROOT
 SETTING_WORDS = ("alpha", "rho", "ir", "severity", "seed", "seeds", "batch", "batches", "width", "epoch", "epochs",
                  "lr", "dirichlet", "quality", "ddof", "hidden", "int_batch", "k", "n", "top", "views", "threads",
                  "tau", "margin", "level", "ratio", "confidence", "threshold", "momentum", "factor", "ema", "sgd", "adam",
-                 "rate", "decay", "delta", "temperature", "epsilon", "norm", "most", "default", "n_dir", "w")
+                 "rate", "decay", "delta", "temperature", "epsilon", "norm", "most", "default", "n_dir", "w", "scale")
 SETTING_NOUNS = ("epoch", "epochs", "corruption", "corruptions", "seed", "seeds", "class", "classes", "view", "views",
                  "core", "cores", "thread", "threads", "gpu", "gpus", "repeat", "repeats", "image", "images", "batch",
                  "batches", "step", "steps", "layer", "layers", "severity", "severities", "rows", "method", "methods",
@@ -53,7 +54,7 @@ GENERATED_PAGES = ("docs/claims.md",)
 _JOIN = re.compile(r"^\s*(?:/|,|and|or|to|-|–|,\s*and|then)\s*$", re.I)
 _SKIPPED = [re.compile(r"<!-- generated: (?P<name>[a-z0-9_]+) -->\n.*?<!-- end: (?P=name) -->", re.S),
             re.compile(r"^(?P<fence>```|~~~).*?^(?P=fence)", re.S | re.M),
-            re.compile(r"<!--.*?-->", re.S), re.compile(r"`[^`\n]+`"), re.compile(r"\]\([^)\s]*\)"),
+            re.compile(r"<!--.*?-->", re.S), re.compile(r"`(?:[^`\n]|\n(?!\s*\n))+`"), re.compile(r"\]\([^)\s]*\)"),
             re.compile(r"https?://\S+"), re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"),
             re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\b")]
 _NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+(?:,\d{3})*(?:\.\d+)*")
@@ -80,9 +81,9 @@ def _blanked(text: str) -> str:
 
 def _word_before(line: str, start: int) -> str:
     """The word before position ``start`` of ``line``, lower case, with an ``=``, ``:``, "of" or
-    "at" between skipped (``rho = 1`` gives "rho")."""
+    "at" between skipped (``rho = 1`` gives "rho", ``severity-5`` "severity")."""
     match = _WORD_BEFORE.search(line[:start])
-    return match.group(1).lower().strip(",;") if match else ""
+    return match.group(1).lower().strip(",;").rstrip("-") if match else ""
 
 
 def _is_allowed(line: str, start: int, end: int, *, previous_allowed_end: int | None) -> bool:
@@ -97,8 +98,8 @@ def _is_allowed(line: str, start: int, end: int, *, previous_allowed_end: int | 
         return True
     if re.match(r"-[A-Za-z]", after) or re.match(r"\s?[x×]\s?\d", after) or re.search(r"\d\s?[x×]\s?$", line[:start]):
         return True  # a hyphenated compound ("2-epoch", "4-view") or a shape ("32 x 32")
-    if "." not in token and before.startswith(("resnet", "wrn", "cifar", "top-")):
-        return True
+    if re.search(r"(?i)(?:cifar|resnet|wrn|top)-$", line[:start]) or re.match(r"\s?(?:GB|MB|GiB|MiB|KB|KiB)\b", after):
+        return True  # a name ("CIFAR-10.1") or the size of a published file ("2.9 GB")
     noun = _WORD_AFTER.match(after)
     return "." not in token and noun is not None and noun.group(1).lower() in SETTING_NOUNS
 
@@ -111,7 +112,7 @@ def _is_measured(line: str, start: int, end: int) -> bool:
     unit = re.match(r"^(%|×|\s?(?:[A-Za-z]+))(?![\w])", after)
     if unit and unit.group(1).strip().lower() in UNITS:
         return True
-    if re.match(r"^\s+of\s+(?:the\s+)?\d", after) or before.rstrip(":") in ("holds", "fails", "noise", "run"):
+    if re.match(r"^\s+of\s+(?:the\s+)?\d", after) or re.search(r"(?:HOLDS|FAILS|NOISE|RUN):\s*$", line[:start]):
         return True
     count = re.match(r"^\s+([A-Za-z]+)", after)
     return count is not None and count.group(1).lower() in COUNT_WORDS

@@ -6,7 +6,7 @@ timing) comes from a generated block, ``<!-- generated: NAME -->`` ... ``<!-- en
 (``data/paper/``) or a benchmark's committed output. What prose may write is narrow and stated here:
 
 * settings, named by the keyword before them (``alpha 0.1``, ``rho = 1 / 10 / 100``, ``severity 5``,
-  ``batch 200``, ``width 16``, ``Dirichlet 0.1``; :data:`SETTING_WORDS`), or by the noun after an
+  ``batch 200``, ``width 16``, ``Dirichlet 0.1``, ``learning rate 0.1``; :data:`SETTING_WORDS`), or by the noun after an
   integer (``50 epochs``, ``15 corruptions``, ``4 seeds``; :data:`SETTING_NOUNS`), or in a hyphenated
   compound (``2-epoch``, ``2-core``, ``4-view``);
 * versions (``1.2.0``; a number after :data:`VERSION_WORDS`), years and dates, names (``CIFAR-10.1``,
@@ -32,11 +32,11 @@ from dartlib.paths import REPO_ROOT
 
 SETTING_WORDS = ("alpha", "rho", "ir", "severity", "seed", "seeds", "batch", "batches", "width", "epoch", "epochs",
                  "lr", "dirichlet", "quality", "ddof", "hidden", "int_batch", "k", "n", "top", "views", "threads",
-                 "tau", "margin", "level", "ratio", "confidence", "threshold", "momentum", "factor", "ema", "sgd", "adam",
-                 "rate", "decay", "delta", "temperature", "epsilon", "norm", "most", "default", "n_dir", "w", "scale")
+                 "tau", "margin", "confidence", "threshold", "momentum", "factor", "ema", "sgd", "adam",
+                 "decay", "delta", "temperature", "epsilon", "norm", "most", "default", "n_dir", "w", "scale")
 SETTING_NOUNS = ("epoch", "epochs", "corruption", "corruptions", "seed", "seeds", "class", "classes", "view", "views",
                  "core", "cores", "thread", "threads", "gpu", "gpus", "repeat", "repeats", "image", "images", "batch",
-                 "batches", "step", "steps", "layer", "layers", "severity", "severities", "rows", "method", "methods",
+                 "batches", "step", "steps", "layer", "layers", "severity", "severities", "method", "methods",
                  "notebook", "notebooks", "profile", "profiles", "corrupted", "times", "channels", "augmix")
 VERSION_WORDS = ("python", "pytorch", "torch", "torchvision", "numpy", "pandas", "cuda", "version", "versions", "v",
                  "jupyter", "jupyterlab", "nbformat", "ubuntu", "debian", "cff-version", "pip", "conda", "scipy",
@@ -59,6 +59,7 @@ _SKIPPED = [re.compile(r"<!-- generated: (?P<name>[a-z0-9_]+) -->\n.*?<!-- end: 
             re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\b")]
 _NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+(?:,\d{3})*(?:\.\d+)*")
 _WORD_BEFORE = re.compile(r"([^\s(\[*]+)\s*(?:[=:]|of|at)?\s*$", re.I)
+_SETTING_PHRASE = re.compile(r"(?:learning rate|weight decay)\s*(?:of|=|:)?\s*$", re.I)
 _WORD_AFTER = re.compile(r"^\s*([A-Za-z%×]+|%)")
 
 
@@ -92,7 +93,8 @@ def _is_allowed(line: str, start: int, end: int, *, previous_allowed_end: int | 
     before, after = _word_before(line, start), line[end:]
     if re.fullmatch(r"\d+\.\d+\.\d+(?:\.\d+)*", token) or before in VERSION_WORDS:
         return True
-    if re.fullmatch(r"(?:19|20)\d\d", token) or before in REFERENCE_WORDS or before in SETTING_WORDS:
+    if re.fullmatch(r"(?:19|20)\d\d", token) or before in REFERENCE_WORDS or before in SETTING_WORDS or (
+            _SETTING_PHRASE.search(line[:start])):
         return True
     if previous_allowed_end is not None and _JOIN.match(line[previous_allowed_end:start]):
         return True

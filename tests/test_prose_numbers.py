@@ -39,6 +39,7 @@ def test_a_number_after_a_list_of_settings_is_still_found():
     # "rho = 1 / 10" is a setting; the accuracy after the colon is not
     assert _numbers("At rho = 1 / 10: 70.24 and 70.63.\n") == ["70.24", "70.63"]
     assert _numbers("HOLDS: 12, FAILS: 3 of the checks.\n") == ["12", "3"]
+    assert _numbers("The tracked tree is 120.8 MB; the data set 2.9 GB.\n") == ["120.8"]  # a measured size
 
 
 def test_the_finding_names_its_line():

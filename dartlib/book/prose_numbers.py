@@ -10,7 +10,8 @@ timing) comes from a generated block, ``<!-- generated: NAME -->`` ... ``<!-- en
   integer (``50 epochs``, ``15 corruptions``, ``4 seeds``; :data:`SETTING_NOUNS`), or in a hyphenated
   compound (``2-epoch``, ``2-core``, ``4-view``);
 * versions (``1.2.0``; a number after :data:`VERSION_WORDS`), years and dates, names (``CIFAR-10.1``,
-  ``ResNet-26``) and the size of a published file with its unit (``2.9 GB``);
+  ``ResNet-26``) and the size of a published data set in GB (``2.9 GB``; a size in MB is this
+  repository's own, measured, and is a finding);
 * references to a table, figure, section, equation, appendix, notebook or line (:data:`REFERENCE_WORDS`);
 * a number that continues a list started by an allowed one (``notebooks 04, 07 and 08``, ``IR 20, 50, 5000``).
 
@@ -100,8 +101,8 @@ def _is_allowed(line: str, start: int, end: int, *, previous_allowed_end: int | 
         return True
     if re.match(r"-[A-Za-z]", after) or re.match(r"\s?[x×]\s?\d", after) or re.search(r"\d\s?[x×]\s?$", line[:start]):
         return True  # a hyphenated compound ("2-epoch", "4-view") or a shape ("32 x 32")
-    if re.search(r"(?i)(?:cifar|resnet|wrn|top)-$", line[:start]) or re.match(r"\s?(?:GB|MB|GiB|MiB|KB|KiB)\b", after):
-        return True  # a name ("CIFAR-10.1") or the size of a published file ("2.9 GB")
+    if re.search(r"(?i)(?:cifar|resnet|wrn|top)-$", line[:start]) or re.match(r"\s?(?:GB|GiB)\b", after):
+        return True  # a name ("CIFAR-10.1") or the size of a published data set ("2.9 GB")
     noun = _WORD_AFTER.match(after)
     return "." not in token and noun is not None and noun.group(1).lower() in SETTING_NOUNS
 

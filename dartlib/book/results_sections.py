@@ -174,5 +174,6 @@ def section_blocks(*, profile: str) -> dict[str, str]:
     from dartlib.book.results_page import claims_tally
 
     return {"table1_seeds": seeds_block(profile=profile), "gpu_table1": gpu_table1_block(),
-            "gpu_imb": gpu_imb_block(), "gpu_claims_tally": "The claims ledger on gpu, " + claims_tally(profile="gpu"),
+            "gpu_imb": gpu_imb_block(), "gpu_claims_tally": ("The claims ledger on gpu (`python -m dartlib claims --profile gpu`, kept in "
+                                 "`results/gpu/claims.txt`): " + claims_tally(profile="gpu")),
             "backbone_study": backbone_block(profile=profile)}

@@ -23,6 +23,15 @@ def test_the_readmes_figure_caption_is_what_the_committed_rows_give():
     assert "g_phi 50 epochs at alpha 0.1" in caption and "(the paper: +0.0 / +5.7 / +18.1;" in caption
 
 
+def test_the_other_pages_show_the_blocks_the_committed_rows_give():
+    """docs/profiles.md's gpu tally, docs/deviations.md's JPEG bound, docs/using-dart.md's alpha advice and
+    docs/gpu.md's H200 rates are what the committed rows and benchmark outputs give."""
+    for path, blocks in results_page.other_pages().items():
+        text = path.read_text()
+        assert results_page.refreshed_page(text, blocks, page=path.name) == text, (
+            f"{path.name}: a generated block differs from the committed rows; regenerate: python -m dartlib.book.results_page")
+
+
 def test_a_table_edited_by_hand_is_found_and_rewritten():
     tables = {"gains": "| method | gain |\n| --- | --- |\n| BNAdapt+DART | -0.76 ± 0.08 |\n"}
     page = "Text.\n\n<!-- generated: gains -->\n{}<!-- end: gains -->\n\nMore text.\n"

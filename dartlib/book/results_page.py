@@ -3,7 +3,7 @@
 rewrites it from the rows and their per-image outcomes (the noise model, :mod:`dartlib.analysis.noise`),
 so that the page never shows a number the rows do not give. ``tests/test_results_page.py`` fails
 when a generated table differs from what the committed rows give; the prose around the tables is
-written by hand and quotes them.
+written by hand and says in words what they show.
 
 Tables (``NAME``): the cpu profile's Table 1 CIFAR-10C-LT block beside the paper's (``table1``,
 from :mod:`dartlib.studies.table1`), the same block at the paper's g_phi and at the
@@ -16,7 +16,9 @@ the paper's with whether they differ beyond noise (``table1_gain_vs_paper``), al
 from :mod:`dartlib.studies.diagnosis`; notebook 07's variants at both ablation configurations
 (``ablation_gains``, :mod:`dartlib.studies.ablations`); notebook 09's TENT and MEMO cells and notebook 08's TENT and
 test-batch cells over all 15 corruptions beside their three-corruption means (``all_corruptions``,
-``sensitivity_all_corruptions``), from :mod:`dartlib.studies.all_corruptions`."""
+``sensitivity_all_corruptions``), from :mod:`dartlib.studies.all_corruptions`; the seed, gpu and backbone
+blocks of :mod:`dartlib.book.results_sections`. Every measured number of the page's prose comes from a
+block (the rule of :mod:`dartlib.book.prose_numbers`)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ from dartlib.paths import REPO_ROOT
 from dartlib.studies.paper_config import PAPER_NOTE
 
 RESULTS_PAGE = REPO_ROOT / "docs" / "results.md"
+PROFILES_PAGE = REPO_ROOT / "docs" / "profiles.md"  # its gpu tally is a generated block (:func:`other_pages`)
+DEVIATIONS_PAGE = REPO_ROOT / "docs" / "deviations.md"  # its JPEG bound is one too
+USING_PAGE = REPO_ROOT / "docs" / "using-dart.md"  # and its alpha advice, from benchmarks/results/
+GPU_PAGE = REPO_ROOT / "docs" / "gpu.md"  # and its H200 rates, from results/paper-c10/rates.txt
 README = REPO_ROOT / "README.md"  # its Figure 3 caption and claims tally are generated blocks too (:func:`readme_blocks`)
 PROFILE = "cpu"
 # Table 1's row names as the paper prints them (Appendix A runs NOTE, DELTA and ODS on top of TENT)
@@ -140,6 +146,7 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     from dartlib.paths import results_dir
     from dartlib.studies import all_corruptions, memo_views, paper_config
     from dartlib.studies.diagnosis import diagnosis_results
+    from dartlib.book.results_sections import section_blocks
 
     settings = Settings.from_profile(profile)
     rows = paper_config.paper_config_results(profile=profile, compute=False)
@@ -168,6 +175,7 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
         "diagnosis_variants": _markdown(_diagnosis(rows=diagnosis_rows, outcomes=outcomes), first="factor"),
         "diagnosis_batch_shapes": _markdown(_batch_shapes(profile=profile, names=variants, rows=diagnosis_rows, outcomes=outcomes),
                                             first="variant"),
+        **section_blocks(profile=profile),
     }
 
 
@@ -221,6 +229,20 @@ def readme_blocks(*, profile: str = PROFILE) -> dict[str, str]:
     return {"figure3_caption": figure3_caption(profile=profile), "claims_tally": claims_tally(profile=profile)}
 
 
+def other_pages() -> dict[Path, dict[str, str]]:
+    """The generated blocks of the other docs pages, by page: docs/profiles.md's gpu tally
+    (:func:`claims_tally`), docs/deviations.md's JPEG bound (:func:`~dartlib.book.results_sections.jpeg_block`)
+    and docs/using-dart.md's alpha advice (:func:`~dartlib.book.results_sections.alpha_advice_block`), docs/gpu.md's
+    H200 rates (:func:`~dartlib.book.results_sections.benchmark_table_block`)."""
+    from dartlib.book.results_sections import alpha_advice_block, benchmark_table_block, jpeg_block
+    from dartlib.paths import results_dir
+
+    return {PROFILES_PAGE: {"gpu_claims_tally": "Its ledger ([claims.md](claims.md)): " + claims_tally(profile="gpu")},
+            DEVIATIONS_PAGE: {"jpeg_bound": jpeg_block(profile=PROFILE)},
+            USING_PAGE: {"alpha_advice": alpha_advice_block()},
+            GPU_PAGE: {"paper_c10_rates": benchmark_table_block(path=results_dir("paper-c10") / "rates.txt")}}
+
+
 def refreshed_page(text: str, tables: dict[str, str], *, page: str = RESULTS_PAGE.name) -> str:
     """``text`` with each generated block's body replaced by its table; a block whose name has no
     table, or a table without its block, raises ``ValueError`` naming it."""
@@ -254,7 +276,20 @@ def refresh_readme(*, path: Path = README, profile: str = PROFILE) -> bool:
     return new != text
 
 
+def refresh_other_pages() -> list[str]:
+    """Rewrite the generated blocks of :func:`other_pages`; returns the names of the pages that changed."""
+    changed = []
+    for path, blocks in other_pages().items():
+        text = path.read_text()
+        new = refreshed_page(text, blocks, page=path.name)
+        if new != text:
+            path.write_text(new)
+            changed.append(path.name)
+    return changed
+
+
 if __name__ == "__main__":
+    print(f"other pages changed: {', '.join(refresh_other_pages()) or 'none'}")
     changed = refresh_results_page()
     print(f"{RESULTS_PAGE}: {', '.join(changed) if changed else 'no table'} changed; "
           f"{README}: {'changed' if refresh_readme() else 'unchanged'}")

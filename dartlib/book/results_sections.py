@@ -32,12 +32,11 @@ def seeds_block(*, profile: str) -> str:
     """Notebook 15's seed replicas of Table 1's refiner (``results/<profile>/diagnosis.csv``): per
     setting, mean ± std over seeds of the mean over the corruptions, beside the paper's mean ± std."""
     from dartlib.experiments.settings import Settings
-    from dartlib.profiles import load_profile
     from dartlib.studies.diagnosis import diagnosis_results, seed_table
 
     settings = Settings.from_profile(profile)
-    rows, _ = diagnosis_results(profile=profile, compute=False, names=list(load_profile(profile)["diagnosis_variants"]))
-    table = seed_table(rows=rows, lt_rhos=settings["lt_rhos"], online_irs=(1, 20, 50, 5000))
+    rows, _ = diagnosis_results(profile=profile, compute=False, names=list(settings.diagnosis.variants))
+    table = seed_table(rows=rows, lt_rhos=settings.test.lt_rhos, online_irs=(1, 20, 50, 5000))
     return markdown(table.rename(columns={"method": "row", "ours": "ours, mean ± std over seeds",
                                           "paper": "paper, mean ± std over 4 seeds"}))
 

@@ -110,7 +110,7 @@ def measure(args: argparse.Namespace, *, device: str, resident: bool) -> dict[st
     import dartlib.experiments.engine as engine
     from dartlib.dart.intermediate import train_refiner
     from dartlib.dart.refiner import DartConfig
-    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+    from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
     from dartlib.models.backbones import build
 
     for module in (intermediate, engine):

@@ -125,7 +125,7 @@ def source_stage(width: int, batch: int, steps: int) -> tuple:
 def gphi_stage(width: int, batch: int, steps: int) -> tuple:
     from dartlib.dart.intermediate import RESIDENT_CHUNK, train_refiners
     from dartlib.dart.refiner import DartConfig
-    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+    from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
 
     model = _model(width).eval()
     rng = np.random.default_rng(0)
@@ -144,7 +144,7 @@ def gphi_stage(width: int, batch: int, steps: int) -> tuple:
 def test_stage(width: int, batch: int, steps: int) -> tuple:
     from dartlib.dart.intermediate import train_refiner
     from dartlib.dart.refiner import DartConfig
-    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+    from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
     from dartlib.experiments.engine import TestTimeContext, evaluate_cell
     from dartlib.experiments.grid import Cell
 

@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional as F
 
 from dartlib.dart import refiner as dart
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.dart.intermediate import load_or_train_refiner, refiner_path, train_refiner
 from dartlib.models.backbones import small_cnn
 

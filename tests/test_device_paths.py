@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from dartlib.dart.refiner import DartConfig
-from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
 
 
 def _toy_train(n_per_class: int, seed: int) -> Dataset:

@@ -121,7 +121,7 @@ def test_the_batch_shapes_say_how_imbalanced_each_variants_intermediate_batches_
     import numpy as np
 
     from dartlib.data import sources
-    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+    from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
 
     labels = np.repeat(np.arange(10), 1000)
     monkeypatch.setattr(sources, "load", lambda name, split: Dataset(name, split, np.zeros((len(labels), 1, 1, 3), np.uint8),

@@ -17,7 +17,7 @@ import torch
 from dartlib.dart import intermediate
 from dartlib.dart.refiner import DartConfig
 from dartlib.data.files import DamagedFileError, DiscardedStateWarning, open_lock
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.experiments.grid import CellClaims, _results_lock
 from dartlib.models import states
 from dartlib.models.artefacts import COMMITTED_DIR

@@ -38,7 +38,7 @@ def test_a_path_like_profile_name_is_refused_with_the_valid_names(capsys, tmp_pa
 
 
 def test_data_dir_is_stripped_where_it_is_checked_and_where_it_is_used(tmp_path, monkeypatch):
-    from dartlib.data.sources import location
+    from dartlib.data.dataset import location
     from dartlib.paths import data_root
 
     monkeypatch.setenv("DART_DATA_DIR", f"  {tmp_path}\n")

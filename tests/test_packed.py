@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from dartlib.data.sources import CIFAR10_CLASSES, read_image_folder
+from dartlib.data.dataset import CIFAR10_CLASSES
+from dartlib.data.image_folders import read_image_folder
 from dartlib.paths import REPO_ROOT
 
 

@@ -15,7 +15,7 @@ tensors, where ``images`` are either uint8 N x H x W x C in 0..255 (channels las
 stored) or float N x C x H x W in [0, 1] (channels first, as ``torchvision.transforms.ToTensor``
 gives them), and ``labels`` integers in 0..K-1; a ``torch.utils.data.Dataset`` whose items are
 ``(image, label)`` with one image in either layout (C x H x W float, H x W x C uint8, or a PIL
-image); or a :class:`dartlib.data.sources.Dataset`. The model always receives float N x C x H x W
+image); or a :class:`dartlib.data.dataset.Dataset`. The model always receives float N x C x H x W
 in [0, 1]: any normalisation (mean, std) belongs inside the model. Images are held as uint8, so
 float images are rounded to multiples of 1/255 (exact for images read from 8-bit files).
 
@@ -43,7 +43,7 @@ from dartlib.dart.intermediate import load_or_train_refiners, model_probe, refin
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.augmentation import to_tensor
 from dartlib.data.protocols import class_balanced, dirichlet_stream
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted
 from dartlib.paths import cache_root
@@ -172,7 +172,7 @@ def labelled_images(data: Data, *, num_classes: int, every_class: bool = True) -
         images, labels = _from_items(data)
     else:
         raise SettingError(f"data of type {type(data).__name__}: pass (images, labels), a torch.utils.data.Dataset "
-                           "of (image, label) items, or a dartlib.data.sources.Dataset")
+                           "of (image, label) items, or a dartlib.data.dataset.Dataset")
     if len(labels) != len(images):
         raise SettingError(f"{len(images)} images but {len(labels)} labels: give one label per image")
     _check_labels(labels, num_classes, every_class=every_class)

@@ -37,7 +37,7 @@ from dartlib.dart.refiner import (
 )
 from dartlib.data.protocols import apportion, batches, class_balanced, dirichlet_stream, long_tailed_counts
 from dartlib.data.files import DamagedFileError
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.devices import autocast, default_device, resident
 from dartlib.models.backbones import GroupedBNAdapted, frozen_bn_adapted
 from dartlib.data.augmentation import images_to_float, to_tensor

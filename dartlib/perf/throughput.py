@@ -63,7 +63,7 @@ def dart_overhead(
     training at >= 0.8x the images/second of a BN-adapt forward pass at the intermediate batch
     size; BNAdapt+DART at <= 1.05x the wall time of BNAdapt over the same test stream).
 
-    ``train`` and ``test`` are :class:`dartlib.data.sources.Dataset`; the test stream is the
+    ``train`` and ``test`` are :class:`dartlib.data.dataset.Dataset`; the test stream is the
     first ``stream_size`` test images in order. Each timing is the best of ``repeats``, the two
     members of a pair alternating so that machine noise hits both alike.
     """

@@ -40,7 +40,7 @@ from torch import nn
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.corruptions import corrupt
 from dartlib.data.protocols import TEST_BATCH_SIZE, class_balanced, long_tailed
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
 from dartlib.models.backbones import frozen_bn_adapted
 

@@ -55,7 +55,7 @@ def collect_image_folder(root: Path | str, *, frost: bool = True) -> tuple[dict,
         offset += sum(lengths)
     folder = _installed_frost_folder() if frost else None
     if folder is not None:
-        from dartlib.data.corruptions import FROST_FILES
+        from dartlib.data.weather_corruptions import FROST_FILES
 
         for name in FROST_FILES:
             data = (folder / name).read_bytes()

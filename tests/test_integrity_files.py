@@ -18,7 +18,8 @@ from dartlib.dart import intermediate
 from dartlib.dart.refiner import DartConfig
 from dartlib.data.files import DamagedFileError, DiscardedStateWarning, open_lock
 from dartlib.data.dataset import Dataset
-from dartlib.experiments.grid import CellClaims, _results_lock
+from dartlib.experiments.grid import _results_lock
+from dartlib.experiments.cell_claims import CellClaims
 from dartlib.models import states
 from dartlib.models.artefacts import COMMITTED_DIR
 from dartlib.models.backbones import small_cnn

@@ -123,7 +123,8 @@ def source_stage(width: int, batch: int, steps: int) -> tuple:
 
 
 def gphi_stage(width: int, batch: int, steps: int) -> tuple:
-    from dartlib.dart.intermediate import RESIDENT_CHUNK, train_refiners
+    from dartlib.dart.intermediate_batches import RESIDENT_CHUNK
+    from dartlib.dart.refiner_training import train_refiners
     from dartlib.dart.refiner import DartConfig
     from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
 
@@ -142,7 +143,7 @@ def gphi_stage(width: int, batch: int, steps: int) -> tuple:
 
 
 def test_stage(width: int, batch: int, steps: int) -> tuple:
-    from dartlib.dart.intermediate import train_refiner
+    from dartlib.dart.refiner_training import train_refiner
     from dartlib.dart.refiner import DartConfig
     from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
     from dartlib.experiments.engine import TestTimeContext, evaluate_cell

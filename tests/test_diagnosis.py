@@ -145,7 +145,7 @@ def test_a_mixture_takes_every_other_batch_from_the_second_stream():
 
     import numpy as np
 
-    from dartlib.dart.intermediate import _imbalanced_batches
+    from dartlib.dart.intermediate_batches import _imbalanced_batches
 
     labels = np.repeat(np.arange(10), 500)
     plain = DartConfig(n_dir=25)

@@ -185,7 +185,7 @@ def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch, t
     p = Settings.from_profile("smoke")
     monkeypatch.setattr("dartlib.data.prepare.ensure_corrupted", forbidden)
     monkeypatch.setattr("dartlib.models.training.train_source", forbidden)
-    monkeypatch.setattr("dartlib.dart.intermediate.train_refiners", forbidden)
+    monkeypatch.setattr("dartlib.dart.refiner_training.train_refiners", forbidden)
     context, meta = table1.prepare_context(settings=p, device="cpu", trained_only=True)
     from dartlib.studies.table1 import profile_cells
 

@@ -39,7 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from dartlib.dart.intermediate import load_or_train_refiners, model_probe, refiner_path, reusable
+from dartlib.dart.intermediate import load_or_train_refiners, refiner_path
+from dartlib.dart.refiner_probe import model_probe, reusable
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.augmentation import to_tensor
 from dartlib.data.protocols import class_balanced, dirichlet_stream
@@ -100,7 +101,7 @@ def fit_refiner(
     back only where it was trained for a model that computes what this one computes (the logits of
     f_theta0_bar on a fixed probe batch of the training images, :func:`model_probe`: the same
     weights behind another activation or layer order are another model) and by this revision of
-    the training code (:data:`dartlib.dart.intermediate.INTERMEDIATE_REVISION`); otherwise it is
+    the training code (:data:`dartlib.dart.refiner_probe.INTERMEDIATE_REVISION`); otherwise it is
     trained anew and the file overwritten.
 
     Raises :class:`SettingError`, before any training, when the model has no BN layer, does not
@@ -338,7 +339,7 @@ def check_supported(labels: np.ndarray, config: DartConfig, *, num_classes: int)
 
 def _splits(labels: np.ndarray, config: DartConfig, n_dir: int) -> bool:
     """Whether every epoch's Dirichlet split into ``n_dir`` chunks succeeds, with the seeds that
-    :func:`dartlib.dart.intermediate._imbalanced_batches` uses."""
+    :func:`dartlib.dart.intermediate_batches._imbalanced_batches` uses."""
     if n_dir < 1 or len(labels) < MIN_CHUNK * n_dir:
         return False
     for epoch in range(config.epochs):

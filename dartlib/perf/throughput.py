@@ -69,7 +69,7 @@ def dart_overhead(
     """
     from dartlib.dart.refiner import RefinementModule, Refiner
     from dartlib.data.protocols import batches
-    from dartlib.dart.intermediate import train_refiner
+    from dartlib.dart.refiner_training import train_refiner
     from dartlib.models.backbones import frozen_bn_adapted
     from dartlib.data.augmentation import to_tensor
 
@@ -127,9 +127,9 @@ def dart_overhead(
 def shared_pass_speedup(model: torch.nn.Module, train, *, configs, n_steps: int = 20, repeats: int = 2,
                         device: str = "cpu") -> pd.DataFrame:
     """Training the refiners of ``configs`` (which share their intermediate batches) one after
-    the other against in one pass (:func:`dartlib.dart.intermediate.train_refiners`), ``n_steps`` steps
+    the other against in one pass (:func:`dartlib.dart.refiner_training.train_refiners`), ``n_steps`` steps
     each; best of ``repeats``, the two alternating so that machine noise hits both alike."""
-    from dartlib.dart.intermediate import train_refiner, train_refiners
+    from dartlib.dart.refiner_training import train_refiner, train_refiners
 
     def alone() -> None:
         for config in configs:

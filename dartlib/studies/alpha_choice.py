@@ -403,7 +403,8 @@ def select_alpha(
         SettingError, cache_key, check_device, check_every_class, check_model, check_supported, default_cache_dir,
         labelled_images,
     )
-    from dartlib.dart.intermediate import load_or_train_refiners, model_probe
+    from dartlib.dart.intermediate import load_or_train_refiners
+    from dartlib.dart.refiner_probe import model_probe
 
     config = DartConfig() if config is None else config
     device = check_device(device)

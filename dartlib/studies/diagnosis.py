@@ -243,12 +243,12 @@ def diagnosis_results(*, profile: str, compute: bool, names: list[str], progress
 def intermediate_batch_shapes(*, settings: Settings, names: list[str], epochs: int = 2,
                               labels: np.ndarray | None = None):
     """What g_phi's Dirichlet batches look like under each variant of ``names`` (Algorithm 1's
-    imbalanced stream over ``epochs`` epochs, drawn as :func:`dartlib.dart.intermediate.train_refiners`
+    imbalanced stream over ``epochs`` epochs, drawn as :func:`dartlib.dart.refiner_training.train_refiners`
     draws it): D_int's size, the batch size, the images per Dirichlet chunk, the mean share of a
     batch's largest class, the mean number of classes in a batch, the share of one-class batches
     and the steps per epoch. Reads the source's training labels only (``labels``, when the caller
     has them already)."""
-    from dartlib.dart.intermediate import _imbalanced_batches
+    from dartlib.dart.intermediate_batches import _imbalanced_batches
     from dartlib.data.protocols import batch_class_counts, class_balanced
     from dartlib.data.sources import load
 

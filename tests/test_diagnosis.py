@@ -12,7 +12,7 @@ import pytest
 from dartlib.dart.refiner import DartConfig
 from dartlib.studies import diagnosis, online_imbalance, table1
 from dartlib.experiments.settings import Settings
-from dartlib.studies.diagnosis import diagnosis_table, failing_quantities, seed_table
+from dartlib.studies.diagnosis_report import diagnosis_table, failing_quantities, seed_table
 
 
 def _params() -> Settings:
@@ -206,7 +206,7 @@ def test_the_star_pairs_a_variant_with_table1_on_the_same_images():
     """A variant that flips the same few images as Table 1's refiner moves by 0 with SE 0 from it,
     however noisy the shared baseline; the unpaired star (baseline counted twice) would not."""
     from dartlib.experiments.outcomes import CellOutcomes
-    from dartlib.studies.diagnosis import moved_from_table1
+    from dartlib.studies.diagnosis_report import moved_from_table1
 
     rng = np.random.default_rng(0)
     rows, outcomes = [], {}

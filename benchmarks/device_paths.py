@@ -64,9 +64,9 @@ def source_rate(model: torch.nn.Module, images: np.ndarray, labels: np.ndarray, 
 
 
 def gphi_rate(model: torch.nn.Module, train, *, device: str, steps: int) -> float:
-    """Steps per second of :func:`dartlib.dart.intermediate.train_refiners`: DART at alpha 0.1 and 30 and
+    """Steps per second of :func:`dartlib.dart.refiner_training.train_refiners`: DART at alpha 0.1 and 30 and
     DART-split in one pass (the paper's intermediate settings, batch 64)."""
-    from dartlib.dart.intermediate import train_refiners
+    from dartlib.dart.refiner_training import train_refiners
     from dartlib.dart.refiner import DartConfig
 
     base = DartConfig(n_dir=min(250, len(train) // 200))  # D_int: the whole (class-balanced) set
@@ -108,9 +108,9 @@ def measure(args: argparse.Namespace, *, device: str, resident: bool) -> dict[st
     """The three rates with the resident path on or off (by telling the modules where data live)."""
     import dartlib.dart.intermediate as intermediate
     import dartlib.experiments.engine as engine
-    from dartlib.dart.intermediate import train_refiner
+    from dartlib.dart.refiner_training import train_refiner
     from dartlib.dart.refiner import DartConfig
-    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+    from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
     from dartlib.models.backbones import build
 
     for module in (intermediate, engine):

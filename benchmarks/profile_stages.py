@@ -123,9 +123,10 @@ def source_stage(width: int, batch: int, steps: int) -> tuple:
 
 
 def gphi_stage(width: int, batch: int, steps: int) -> tuple:
-    from dartlib.dart.intermediate import RESIDENT_CHUNK, train_refiners
+    from dartlib.dart.intermediate_batches import RESIDENT_CHUNK
+    from dartlib.dart.refiner_training import train_refiners
     from dartlib.dart.refiner import DartConfig
-    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+    from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
 
     model = _model(width).eval()
     rng = np.random.default_rng(0)
@@ -142,9 +143,9 @@ def gphi_stage(width: int, batch: int, steps: int) -> tuple:
 
 
 def test_stage(width: int, batch: int, steps: int) -> tuple:
-    from dartlib.dart.intermediate import train_refiner
+    from dartlib.dart.refiner_training import train_refiner
     from dartlib.dart.refiner import DartConfig
-    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+    from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
     from dartlib.experiments.engine import TestTimeContext, evaluate_cell
     from dartlib.experiments.grid import Cell
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PRECISIONS = ("bf16", "fp32")
-# The data folders a DART_<NAME>_DIR may move (dartlib.data.sources reads them with ``location``).
+# The data folders a DART_<NAME>_DIR may move (dartlib.data.sources reads them with dartlib.data.dataset.location).
 DATA_FOLDERS = ("FMNIST", "FMNISTC", "CIFAR10", "CIFAR10C", "CIFAR100", "CIFAR100C", "CIFAR101", "PACS", "OFFICEHOME",
                 "DOMAINNET126", "IMAGENET", "IMAGENETC", "CONDENSED")
 

@@ -14,9 +14,9 @@ def tiny_corrupted(tmp_path, monkeypatch):
     """A 10-class corrupted test set in the CIFAR-C layout under a temporary data root:
     ``FMNIST-C/gaussian_noise.npy`` (5 severities x 120 random images) + ``labels.npy``."""
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
-    from dartlib.data import sources
+    from dartlib.data import corrupted_sets
 
-    folder = sources.corrupted_dir("fmnistc")
+    folder = corrupted_sets.corrupted_dir("fmnistc")
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(10), 12).astype(np.int64)

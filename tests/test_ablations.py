@@ -11,8 +11,8 @@ import torch
 
 from dartlib.studies.ablations import VARIANTS, bnadapt_streams, refined_accuracy, stream_order, variant_config
 from dartlib.dart.refiner import DartConfig
-from dartlib.data.sources import Dataset
-from dartlib.dart.intermediate import train_refiner
+from dartlib.data.dataset import Dataset
+from dartlib.dart.refiner_training import train_refiner
 from dartlib.models.backbones import small_cnn
 from dartlib.experiments.engine import TestTimeContext, run_cells
 from dartlib.experiments.grid import grid

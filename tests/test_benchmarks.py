@@ -184,7 +184,7 @@ def test_domain_benchmarks_run_from_domain_folders(root, name):
 
 
 def test_imagenet_c_keeps_released_224_crops_and_resizes_others(root):
-    from dartlib.data.sources import _resize_centre_crop
+    from dartlib.data.image_folders import _resize_centre_crop
 
     same = Image.new("RGB", (224, 224), (10, 20, 30))
     assert _resize_centre_crop(same, 224) is same

@@ -295,7 +295,7 @@ def _committed_study_figures(tmp_path, monkeypatch) -> dict:
     from dartlib.studies.diagnosis import diagnosis_results
     from dartlib.experiments.grid import read_results
     from dartlib.reporting import figures
-    from dartlib.studies import diagnosis
+    from dartlib.studies import diagnosis_report
     from dartlib.studies.backbone_strength import plot_study
 
     monkeypatch.setattr(figures, "figures_dir", lambda profile: tmp_path)
@@ -309,7 +309,7 @@ def _committed_study_figures(tmp_path, monkeypatch) -> dict:
                          gpu_online=read_results(gpu / "online_imbalance.csv"))
     rows, _ = diagnosis_results(profile="cpu", compute=False, names=cpu["diagnosis_variants"], progress=False)
     return {"backbone_study": plot_study(points, profile="cpu"),
-            "diagnosis": diagnosis.diagnosis_figure(rows=rows, profile="cpu")}
+            "diagnosis": diagnosis_report.diagnosis_figure(rows=rows, profile="cpu")}
 
 
 def test_the_diagnosis_and_backbone_figures_use_the_one_style(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dartlib.book import claims
+from dartlib.book import claim_readings, claims
 
 
 def test_every_claim_is_well_formed_and_its_paper_values_compute():
@@ -60,7 +60,7 @@ def test_figure_4_is_judged_on_its_own_per_batch_statistic(tmp_path):
     same = table.loc["batch ce_u_pbar separability 1 vs 5000"]
     assert 0.5 <= same.ours < 0.75 and same.status in ("HOLDS", "WITHIN NOISE")
     assert table.loc["batch d separability 1 vs 5000"].ours == 1.0
-    auc = claims.batch_statistic(pd.read_csv(tmp_path / "prediction_deviation.csv"), quantity="batch_separability",
+    auc = claim_readings.batch_statistic(pd.read_csv(tmp_path / "prediction_deviation.csv"), quantity="batch_separability",
                                  column="d", start=1, end=20)
     assert auc.value == 1.0 and auc.se == 0.0
 

@@ -15,7 +15,7 @@ import pytest
 from dartlib.experiments.grid import SCHEMA
 from dartlib.experiments.settings import Settings
 from dartlib.analysis import noise
-from dartlib.book import claims, claims_page
+from dartlib.book import claim_readings, claims, claims_page, verdict_rules
 from dartlib.paths import REPO_ROOT
 
 PAPER_TEX = Path(__file__).resolve().parents[2] / "shared" / "paper" / "dart_paper.tex"
@@ -52,7 +52,7 @@ def test_a_result_on_the_wrong_side_of_the_bound_never_holds(op):
     for se in (0.0, 0.01, 0.3, 5.0):
         for value in (-3.0, -1.01, -0.2, 0.2, 1.01, 3.0):
             wrong = value < 0 if op == ">" else value > 0 if op == "<" else abs(value) > 1.0
-            margin, verdict = claims.judge(ours=claims.Estimate(value, se), bound=claims.Estimate(0.0, 0.0), op=op)
+            margin, verdict = verdict_rules.judge(ours=claims.Estimate(value, se), bound=claims.Estimate(0.0, 0.0), op=op)
             if wrong:
                 assert verdict != "HOLDS" and margin <= 0, (op, value, se)
 
@@ -76,7 +76,7 @@ def test_an_effect_under_two_standard_errors_is_within_noise_either_way(tmp_path
 def test_no_loss_readings_hold_only_beyond_two_standard_errors_of_their_margin():
     """A no-loss sentence is read with a stated margin in its bound (">= -0.5") and judged three ways:
     a loss smaller than 2 SE no longer passes as HOLDS."""
-    judge = claims.judge
+    judge = verdict_rules.judge
     zero = claims.Estimate(0.0, 0.0)
     assert judge(ours=claims.Estimate(-0.3, 0.2), bound=zero, op=">=")[1] == "WITHIN NOISE"  # once HOLDS
     assert judge(ours=claims.Estimate(-0.5, 0.2), bound=zero, op=">=")[1] == "FAILS"
@@ -93,34 +93,34 @@ def test_a_stated_size_is_judged_apart_from_its_direction():
     larger effect in the stated direction is no failure of the direction."""
     E = claims.Estimate
     # W beats b: ours +5.09 +- 0.23 where the paper states 0.4 (margin 1 point)
-    assert claims.judge(ours=E(5.09, 0.23), bound=E(0.0, 0.0), op=">")[1] == "HOLDS"
-    size, ratio = claims.judge_size(ours=E(5.09, 0.23), paper=0.4, margin=1.0)
+    assert verdict_rules.judge(ours=E(5.09, 0.23), bound=E(0.0, 0.0), op=">")[1] == "HOLDS"
+    size, ratio = verdict_rules.judge_size(ours=E(5.09, 0.23), paper=0.4, margin=1.0)
     assert size == "LARGER" and ratio == pytest.approx(12.725)
     # ROID's drop 38.7 +- 0.4 where the paper states 67.4 (margin a quarter, 16.85): smaller, not as stated
-    assert claims.judge_size(ours=E(38.7, 0.4), paper=67.4, margin=16.85)[0] == "SMALLER"
-    assert claims.judge_size(ours=E(5.9, 0.3), paper=5.7, margin=1.425)[0] == "AS STATED"
+    assert verdict_rules.judge_size(ours=E(38.7, 0.4), paper=67.4, margin=16.85)[0] == "SMALLER"
+    assert verdict_rules.judge_size(ours=E(5.9, 0.3), paper=5.7, margin=1.425)[0] == "AS STATED"
     # within the margin but not beyond 2 SE of its edge: undecided, either way
-    assert claims.judge_size(ours=E(6.5, 0.5), paper=5.7, margin=1.425)[0] == "UNDECIDED"
-    assert claims.judge_size(ours=E(7.5, 0.5), paper=5.7, margin=1.425)[0] == "UNDECIDED"
+    assert verdict_rules.judge_size(ours=E(6.5, 0.5), paper=5.7, margin=1.425)[0] == "UNDECIDED"
+    assert verdict_rules.judge_size(ours=E(7.5, 0.5), paper=5.7, margin=1.425)[0] == "UNDECIDED"
     # "comparably" read one-sided (>= -1.2): a gain of +2.57 where the paper has -0.6 is larger, not a failure
-    assert claims.judge(ours=E(2.57, 0.18), bound=E(-1.2, 0.0), op=">=")[1] == "HOLDS"
-    assert claims.judge_size(ours=E(2.57, 0.18), paper=-0.6, margin=1.2, sense=1.0)[0] == "LARGER"
+    assert verdict_rules.judge(ours=E(2.57, 0.18), bound=E(-1.2, 0.0), op=">=")[1] == "HOLDS"
+    assert verdict_rules.judge_size(ours=E(2.57, 0.18), paper=-0.6, margin=1.2, sense=1.0)[0] == "LARGER"
     # "<" asserts a negative effect: more negative than stated is larger
-    assert claims.judge_size(ours=E(-9.0, 0.2), paper=-4.0, margin=1.0, sense=-1.0)[0] == "LARGER"
-    assert claims.judge_size(ours=claims.NAN, paper=4.0, margin=1.0)[0] == "NOT RUN"
+    assert verdict_rules.judge_size(ours=E(-9.0, 0.2), paper=-4.0, margin=1.0, sense=-1.0)[0] == "LARGER"
+    assert verdict_rules.judge_size(ours=claims.NAN, paper=4.0, margin=1.0)[0] == "NOT RUN"
 
 
 def test_a_seeded_estimate_is_decided_at_its_t_quantile():
     """An SE with a seed term of 2 degrees of freedom decides at 4.53 SE, not 2: 3 SE is within noise."""
     E = claims.Estimate
     zero = E(0.0, 0.0)
-    assert claims.judge(ours=E(3.0, 1.0), bound=zero, op=">")[1] == "HOLDS"
-    assert claims.judge(ours=E(3.0, 1.0, "images", 3, 2.0), bound=zero, op=">")[1] == "WITHIN NOISE"
-    assert claims.judge(ours=E(-3.0, 1.0, "images", 3, 2.0), bound=zero, op=">")[1] == "WITHIN NOISE"
-    assert claims.judge(ours=E(4.6, 1.0, "images", 3, 2.0), bound=zero, op=">")[1] == "HOLDS"
+    assert verdict_rules.judge(ours=E(3.0, 1.0), bound=zero, op=">")[1] == "HOLDS"
+    assert verdict_rules.judge(ours=E(3.0, 1.0, "images", 3, 2.0), bound=zero, op=">")[1] == "WITHIN NOISE"
+    assert verdict_rules.judge(ours=E(-3.0, 1.0, "images", 3, 2.0), bound=zero, op=">")[1] == "WITHIN NOISE"
+    assert verdict_rules.judge(ours=E(4.6, 1.0, "images", 3, 2.0), bound=zero, op=">")[1] == "HOLDS"
     # a paired gap's own degrees of freedom decide where the bound is other rows
     gap = E(3.0, 1.0, "images", 3, 2.0)
-    assert claims.judge(ours=E(71.0, 0.6), bound=E(68.0, 0.6), op=">", gap=gap)[1] == "WITHIN NOISE"
+    assert verdict_rules.judge(ours=E(71.0, 0.6), bound=E(68.0, 0.6), op=">", gap=gap)[1] == "WITHIN NOISE"
 
 
 def test_a_refiner_trained_under_another_seed_is_that_refiner_s_seed():
@@ -128,7 +128,7 @@ def test_a_refiner_trained_under_another_seed_is_that_refiner_s_seed():
                    {"refiner": "alpha0.1-epochs50-seed1", "seed": 1, "accuracy": 71.0},
                    {"refiner": "alpha0.1-epochs50-seed2", "seed": 0, "accuracy": 72.0}],
                   method="bnadapt", shift_param=1)
-    named = claims.seed_refiners(frame)
+    named = claim_readings.seed_refiners(frame)
     # seed 1's refiner on seed 1's streams is a seed of alpha0.1-epochs50; seed 2's on seed 0's streams is a variant
     assert named.refiner.tolist() == ["alpha0.1-epochs50", "alpha0.1-epochs50", "alpha0.1-epochs50-seed2"]
 
@@ -142,9 +142,9 @@ def test_a_gain_over_seeds_is_the_mean_of_the_per_seed_gains_and_one_seed_says_s
         for c in ("fog", "snow"):
             rows += [{"method": "bnadapt", "refiner": "none", "seed": seed, "corruption": c, "accuracy": base},
                      {"method": "bnadapt", "refiner": name, "seed": seed, "corruption": c, "accuracy": base + gain}]
-    frame = claims.seed_refiners(_rows(rows, shift_param=1, n=10000))
+    frame = claim_readings.seed_refiners(_rows(rows, shift_param=1, n=10000))
     check = {"quantity": "gain", "method": "bnadapt", "refiner": "alpha0.1-epochs50", "shift_param": 1}
-    est = claims.quantity(frame, check)
+    est = claim_readings.quantity(frame, check)
     assert est.value == pytest.approx((-1.20 - 1.37 - 0.80) / 3) and est.seeds == 3
     # no outcomes: the bound (each row's binomial SE over 2 cells x 3 seeds) plus the per-seed gains' spread,
     # not the sides' own spreads (70, 71, 69: a variance of 1 / 3 each)
@@ -152,9 +152,9 @@ def test_a_gain_over_seeds_is_the_mean_of_the_per_seed_gains_and_one_seed_says_s
     bound = float(np.sum(np.sqrt(acc * (100 - acc) / 10000)) / 6)
     seed_var = np.var([-1.20, -1.37, -0.80], ddof=1) / 3
     assert est.se == pytest.approx(math.sqrt(bound**2 + seed_var)) and est.critical > 2.0
-    one = claims.quantity(frame[frame.seed == 0], check)
+    one = claim_readings.quantity(frame[frame.seed == 0], check)
     assert one.seeds == 1 and one.critical == 2.0
-    r = claims.CheckResult("c", "gain", -1.0, one.value, one.se, -0.5, 0.0, "FAILS", ">= -0.5", "bound", "", 1)
+    r = verdict_rules.CheckResult("c", "gain", -1.0, one.value, one.se, -0.5, 0.0, "FAILS", ">= -0.5", "bound", "", 1)
     assert "1 seed: no seed term" in claims_page._seeds(r)
 
 
@@ -170,7 +170,7 @@ def test_the_paper_s_own_numbers_are_judged_by_each_reading(tmp_path):
 
 def test_a_bound_of_other_rows_is_judged_on_the_paired_difference():
     """ours - bound on the same images: the two SEs are not combined as if independent."""
-    judge = claims.judge
+    judge = verdict_rules.judge
     ours, bound = claims.Estimate(71.0, 0.6, "images"), claims.Estimate(70.0, 0.6, "images")
     assert judge(ours=ours, bound=bound, op=">")[1] == "WITHIN NOISE"  # unpaired: 1.0 / 0.85 < 2
     assert judge(ours=ours, bound=bound, op=">", gap=claims.Estimate(1.0, 0.1, "images"))[1] == "HOLDS"

@@ -105,7 +105,7 @@ def test_notebook_09_memo_contexts_derive_from_the_table1_context(sentinel, tiny
 
 
 def test_notebook_09_condensed_refiners_train_and_run_on_the_contexts_device(sentinel, tmp_path, monkeypatch):
-    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+    from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
 
     s = _settings()
     context = TestTimeContext(source=small_cnn(10, width=4).eval(), refiner=_refiner())

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from dartlib.data import blur_corruptions, corruption_kernels, digital_corruptions, noise_corruptions, weather_corruptions
 from dartlib.data import corruptions as corr
 from dartlib.data.corruptions import CORRUPTIONS, corrupt
 
@@ -117,8 +118,8 @@ def test_change_increases_with_severity(name: str, images: np.ndarray) -> None:
 def test_motion_kernel_at_fixed_angle(images: np.ndarray) -> None:
     angles = np.full(len(images), 20.0)
     change = [
-        mean_change(corr._motion_blur_u8(images, radius, sigma, angles), images)
-        for radius, sigma in corr.MOTION_BLUR
+        mean_change(corruption_kernels._motion_blur_u8(images, radius, sigma, angles), images)
+        for radius, sigma in blur_corruptions.MOTION_BLUR
     ]
     assert change[0] < change[1] < change[2] <= change[3] < change[4]
     assert change[3] - change[2] < 1e-3
@@ -159,7 +160,7 @@ def test_shot_noise_moments() -> None:
 
 def test_shot_noise_alias_tables_are_poisson() -> None:
     stats = pytest.importorskip("scipy.stats")
-    accept, alias, k = corr._poisson_alias_table(50)
+    accept, alias, k = noise_corruptions._poisson_alias_table(50)
     accept, alias = accept.reshape(256, k), alias.reshape(256, k)
     pmf = accept / k
     for v in range(256):
@@ -209,7 +210,7 @@ def test_pixelate_formula() -> None:
 @pytest.mark.parametrize("severity", [1, 2, 3, 4, 5])
 def test_pixelate_equals_pillow_per_image(severity: int) -> None:
     rand = np.random.default_rng(severity).integers(0, 256, (6, 32, 32, 3), dtype=np.uint8)
-    small = int(32 * corr.PIXELATE[severity - 1])
+    small = int(32 * digital_corruptions.PIXELATE[severity - 1])
     expected = np.stack(
         [
             np.asarray(Image.fromarray(im).resize((small, small), Image.BOX).resize((32, 32), Image.BOX))
@@ -236,7 +237,7 @@ def test_frost_is_linear_in_the_clean_image() -> None:
     low = np.full((4, 32, 32, 3), 40, dtype=np.uint8)
     high = np.full((4, 32, 32, 3), 100, dtype=np.uint8)
     for severity in (1, 5):
-        a, b = corr.FROST[severity - 1]
+        a, b = weather_corruptions.FROST[severity - 1]
         out_low = corrupt(low, corruption="frost", severity=severity, seed=3).astype(int)
         out_high = corrupt(high, corruption="frost", severity=severity, seed=3).astype(int)
         unclipped = out_high < 255
@@ -275,13 +276,13 @@ def test_invalid_images() -> None:
 
 
 def test_frost_without_package_names_it(monkeypatch: pytest.MonkeyPatch, images: np.ndarray) -> None:
-    corr._frost_layers.cache_clear()
-    monkeypatch.setattr(corr.importlib.util, "find_spec", lambda name: None)
+    weather_corruptions._frost_layers.cache_clear()
+    monkeypatch.setattr(weather_corruptions.importlib.util, "find_spec", lambda name: None)
     try:
         with pytest.raises(ModuleNotFoundError, match="pip install imagecorruptions-imaug"):
             corrupt(images, corruption="frost", severity=1, seed=0)
     finally:
-        corr._frost_layers.cache_clear()
+        weather_corruptions._frost_layers.cache_clear()
 
 
 # ----------------------------------------------------------------------------- held-out extras

@@ -8,8 +8,9 @@ import torch
 from torch.nn import functional as F
 
 from dartlib.dart import refiner as dart
-from dartlib.data.sources import Dataset
-from dartlib.dart.intermediate import load_or_train_refiner, refiner_path, train_refiner
+from dartlib.data.dataset import Dataset
+from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
+from dartlib.dart.refiner_training import train_refiner
 from dartlib.models.backbones import small_cnn
 
 
@@ -155,7 +156,8 @@ def test_severity_detector_standardises_its_input():
 def test_dart_split_detector_learns_to_separate_iid_from_dirichlet_batches(tiny_setup):
     """g_phi1 is trained with BCE (i.i.d. -> 0, Dirichlet -> 1); after training it must score
     the training batches it saw on the right side of 0.5, most of them."""
-    from dartlib.dart.intermediate import CALIBRATION_STEPS, _imbalanced_batches
+    from dartlib.dart.intermediate_batches import _imbalanced_batches
+    from dartlib.dart.refiner_training import CALIBRATION_STEPS
     from dartlib.models.backbones import frozen_bn_adapted
     from dartlib.data.augmentation import to_tensor
 
@@ -309,7 +311,7 @@ def _state(refiner) -> dict:
 def test_refiners_trained_in_one_pass_are_those_trained_alone(tiny_setup):
     from dataclasses import replace
 
-    from dartlib.dart.intermediate import train_refiners
+    from dartlib.dart.refiner_training import train_refiners
 
     model, ds = tiny_setup
     base = dart.DartConfig(epochs=2, batch_size=32, hidden=16, n_dir=5, per_class=100)
@@ -370,15 +372,15 @@ def test_shared_pass_benchmark_times_both_ways(tiny_setup):
 def test_an_interrupted_refiner_pass_resumes_from_its_last_epoch_bit_identically(tiny_setup, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from dartlib.dart import intermediate
+    from dartlib.dart import intermediate, refiner_training
 
     model, ds = tiny_setup
     ckpt = tmp_path / "source.pt"
     ckpt.write_bytes(b"")
     base = dart.DartConfig(epochs=3, batch_size=32, hidden=16, n_dir=5, per_class=100)
     configs = [base, replace(base, variant="dart-split"), replace(base, outputs="additive", epochs=2)]
-    uninterrupted = intermediate.train_refiners(model, ds, configs, progress=False)
-    steps, real_update = [], intermediate._Learner.update
+    uninterrupted = refiner_training.train_refiners(model, ds, configs, progress=False)
+    steps, real_update = [], refiner_training._Learner.update
 
     def update_until_step_20(self, epoch, batch):  # 12 steps per epoch: dies in the second epoch
         steps.append(epoch)
@@ -386,7 +388,7 @@ def test_an_interrupted_refiner_pass_resumes_from_its_last_epoch_bit_identically
             raise KeyboardInterrupt
         real_update(self, epoch, batch)
 
-    monkeypatch.setattr(intermediate._Learner, "update", update_until_step_20)
+    monkeypatch.setattr(refiner_training._Learner, "update", update_until_step_20)
     with pytest.raises(KeyboardInterrupt):
         intermediate.load_or_train_refiners(ckpt, model, ds, configs, progress=False)
     partial = intermediate.pass_path(ckpt, [refiner_path(ckpt, c) for c in configs])
@@ -395,7 +397,7 @@ def test_an_interrupted_refiner_pass_resumes_from_its_last_epoch_bit_identically
     assert saved["epochs_done"] == 1 and [s["step"] for s in saved["learners"]] == [12, 12, 12]
     assert not any(refiner_path(ckpt, c).is_file() for c in configs)
 
-    monkeypatch.setattr(intermediate._Learner, "update", real_update)
+    monkeypatch.setattr(refiner_training._Learner, "update", real_update)
     steps.clear()
     resumed = intermediate.load_or_train_refiners(ckpt, model, ds, configs, progress=False)
     for (a, a_log), (b, b_log) in zip(uninterrupted, resumed):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from dartlib.dart.refiner import DartConfig
-from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
 
 
 def _toy_train(n_per_class: int, seed: int) -> Dataset:
@@ -29,7 +29,8 @@ ON_GPU = torch.cuda.is_available()
 def _resident_device(monkeypatch) -> str:
     """Where the resident path runs: the GPU (fp32, no TF32) where there is one; else the CPU, with
     every module that asks where data live told "on the device"."""
-    import dartlib.dart.intermediate
+    import dartlib.dart.intermediate_batches
+    import dartlib.dart.refiner_training
     import dartlib.experiments.engine
     import dartlib.models.training
 
@@ -38,7 +39,8 @@ def _resident_device(monkeypatch) -> str:
         monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
         monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
         return "cuda"
-    for module in (dartlib.dart.intermediate, dartlib.experiments.engine, dartlib.models.training):
+    for module in (dartlib.dart.intermediate_batches, dartlib.dart.refiner_training, dartlib.experiments.engine,
+                   dartlib.models.training):
         monkeypatch.setattr(module, "resident", lambda device: True)
     return "cpu"
 
@@ -64,7 +66,7 @@ def test_grouped_bn_adapt_equals_the_frozen_model_batch_by_batch():
 def test_resident_intermediate_training_matches_the_host_path(monkeypatch):
     """Algorithm 1 (DART at two alphas, the additive variant) and Algorithm 3 (DART-split) in one pass,
     16 steps per grouped forward and the losses kept on the device, against one forward per batch."""
-    from dartlib.dart import intermediate
+    from dartlib.dart import intermediate_batches, refiner_training
     from dartlib.models.backbones import build
 
     torch.manual_seed(0)
@@ -73,9 +75,9 @@ def test_resident_intermediate_training_matches_the_host_path(monkeypatch):
     base = DartConfig(n_dir=5, batch_size=16, hidden=50, epochs=2, seed=0)
     configs = [base, dataclasses.replace(base, alpha=10.0), dataclasses.replace(base, variant="dart-split"),
                dataclasses.replace(base, outputs="additive")]
-    reference = intermediate.train_refiners(model, train, configs, progress=False)
-    resident = intermediate.train_refiners(model, train, configs, device=_resident_device(monkeypatch), progress=False)
-    assert intermediate.RESIDENT_CHUNK > 1  # the steps' batches really were grouped
+    reference = refiner_training.train_refiners(model, train, configs, progress=False)
+    resident = refiner_training.train_refiners(model, train, configs, device=_resident_device(monkeypatch), progress=False)
+    assert intermediate_batches.RESIDENT_CHUNK > 1  # the steps' batches really were grouped
     for (ref, ref_log), (got, got_log) in zip(reference, resident):
         assert got.config == ref.config
         assert [r["step"] for r in got_log] == [r["step"] for r in ref_log] == list(range(1, 2 * 25 + 1))
@@ -114,7 +116,7 @@ def _fitted_small_cnn(train: Dataset) -> torch.nn.Module:
 def test_resident_cells_equal_the_host_cells(tiny_corrupted, monkeypatch):
     """Every Table 1 adapter with and without DART, one LT stream: the same accuracy with the set on
     the device, and the shared f_theta0_bar memo keyed by the stream serves the DART cells."""
-    from dartlib.dart.intermediate import train_refiner
+    from dartlib.dart.refiner_training import train_refiner
     from dartlib.experiments import engine
     from dartlib.experiments.grid import Cell
 
@@ -195,14 +197,14 @@ def test_resident_augmentation_draws_the_host_views(kind):
 def test_a_model_without_head_or_features_trains_g_phi_on_either_path(monkeypatch):
     """A user's model (a plain Sequential: no ``head``, no ``features``) trains g_phi on the host path
     and on the resident one, to the same refiner."""
-    from dartlib.dart import intermediate
+    from dartlib.dart import refiner_training
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
                                 torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 10))
     train, config = _toy_train(20, seed=4), DartConfig(n_dir=5, batch_size=16, hidden=20, epochs=1)
-    host, _ = intermediate.train_refiner(model, train, config, progress=False)
-    device, _ = intermediate.train_refiner(model, train, config, device=_resident_device(monkeypatch), progress=False)
+    host, _ = refiner_training.train_refiner(model, train, config, progress=False)
+    device, _ = refiner_training.train_refiner(model, train, config, device=_resident_device(monkeypatch), progress=False)
     for name, tensor in host.module.state_dict().items():
         torch.testing.assert_close(device.module.state_dict()[name], tensor, rtol=1e-3, atol=1e-5)
 

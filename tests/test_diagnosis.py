@@ -12,7 +12,7 @@ import pytest
 from dartlib.dart.refiner import DartConfig
 from dartlib.studies import diagnosis, online_imbalance, table1
 from dartlib.experiments.settings import Settings
-from dartlib.studies.diagnosis import diagnosis_table, failing_quantities, seed_table
+from dartlib.studies.diagnosis_report import diagnosis_table, failing_quantities, seed_table
 
 
 def _params() -> Settings:
@@ -121,7 +121,7 @@ def test_the_batch_shapes_say_how_imbalanced_each_variants_intermediate_batches_
     import numpy as np
 
     from dartlib.data import sources
-    from dartlib.data.sources import CIFAR10_CLASSES, Dataset
+    from dartlib.data.dataset import CIFAR10_CLASSES, Dataset
 
     labels = np.repeat(np.arange(10), 1000)
     monkeypatch.setattr(sources, "load", lambda name, split: Dataset(name, split, np.zeros((len(labels), 1, 1, 3), np.uint8),
@@ -145,7 +145,7 @@ def test_a_mixture_takes_every_other_batch_from_the_second_stream():
 
     import numpy as np
 
-    from dartlib.dart.intermediate import _imbalanced_batches
+    from dartlib.dart.intermediate_batches import _imbalanced_batches
 
     labels = np.repeat(np.arange(10), 500)
     plain = DartConfig(n_dir=25)
@@ -206,7 +206,7 @@ def test_the_star_pairs_a_variant_with_table1_on_the_same_images():
     """A variant that flips the same few images as Table 1's refiner moves by 0 with SE 0 from it,
     however noisy the shared baseline; the unpaired star (baseline counted twice) would not."""
     from dartlib.experiments.outcomes import CellOutcomes
-    from dartlib.studies.diagnosis import moved_from_table1
+    from dartlib.studies.diagnosis_report import moved_from_table1
 
     rng = np.random.default_rng(0)
     rows, outcomes = [], {}

@@ -28,7 +28,8 @@ def test_python_blocks_are_found_whole():
 def doc_namespace(tmp_path_factory):
     """The namespace after the page's blocks ran, what each block printed, and the cache folder."""
     pytest.importorskip("torch")
-    from dartlib.data.sources import DataMissingError, load
+    from dartlib.data.sources import load
+    from dartlib.data.dataset import DataMissingError
 
     try:
         load("fmnist", split="test")

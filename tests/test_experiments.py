@@ -143,7 +143,7 @@ def test_rows_without_an_input_digest_are_reused_only_where_no_digest_is_known(t
 
 
 def test_grid_status_counts_current_stale_and_missing_cells_without_running(tmp_path):
-    from dartlib.experiments.grid import grid_status
+    from dartlib.experiments.grid_status import grid_status
 
     path = tmp_path / "grid.csv"
     cells = _grid()
@@ -225,7 +225,7 @@ def test_a_row_is_borrowed_under_another_refiner_name_only_with_the_same_trained
 
     import numpy as np
 
-    from dartlib.experiments.grid import grid_status
+    from dartlib.experiments.grid_status import grid_status
     from dartlib.experiments.outcomes import CellOutcomes, read_sidecar
 
     other, path = tmp_path / "paper_config.csv", tmp_path / "table1.csv"

@@ -20,7 +20,7 @@ import torch
 from PIL import Image
 
 from dartlib import cli, runner
-from dartlib.data import sources
+from dartlib.data import corrupted_sets, dataset, image_folders, sources
 from dartlib.data.files import DamagedFileError, atomic_path, temporary_name
 from dartlib.data.sources import load
 from dartlib.experiments.grid import grid, read_results, run_grid
@@ -102,9 +102,9 @@ def test_second_writer_between_write_and_rename_of_the_image_cache(data_root, mo
         real_savez(file, **arrays)
         if not nested:
             nested.append(True)
-            sources._cached_folder("cifar10-test", data_root / "c10" / "test", None)  # the other writer
+            image_folders._cached_folder("cifar10-test", data_root / "c10" / "test", None)  # the other writer
 
-    monkeypatch.setattr(sources.np, "savez", savez_then_other_writer)
+    monkeypatch.setattr(image_folders.np, "savez", savez_then_other_writer)
     ds = load("cifar10", split="test")
     assert len(ds) == 6 and nested
     assert not [p for p in (data_root / "cache").iterdir() if ".tmp" in p.name]
@@ -329,11 +329,11 @@ def test_truncated_refiner_names_it(tmp_path):
 
 def test_training_data_must_match_the_checkpoint_digest(tmp_path):
     rng = np.random.default_rng(0)
-    train = sources.Dataset("fmnist", "train", rng.integers(0, 256, (4, 32, 32, 3), dtype=np.uint8),
+    train = dataset.Dataset("fmnist", "train", rng.integers(0, 256, (4, 32, 32, 3), dtype=np.uint8),
                             np.arange(4) % 2, ("a", "b"))
     meta = {"dataset": "fmnist", "dataset_digest": train.digest()}
     check_training_data(checkpoint=tmp_path / "m.pt", meta=meta, train=train)
-    changed = sources.Dataset("fmnist", "train", train.images[::-1].copy(), train.labels, train.classes)
+    changed = dataset.Dataset("fmnist", "train", train.images[::-1].copy(), train.labels, train.classes)
     with pytest.raises(ValueError, match=r"m\.pt was trained on fmnist.*data changed"):
         check_training_data(checkpoint=tmp_path / "m.pt", meta=meta, train=changed)
 
@@ -346,7 +346,7 @@ def test_prepare_rejects_a_bad_severity_before_writing(fmnist_files, data_root):
 
     with pytest.raises(ValueError, match="severities must be among 1, 2, 3, 4, 5"):
         prepare_corrupted("fmnistc", severities=[9], corruptions=["contrast"])
-    assert not sources.corrupted_dir("fmnistc").exists()
+    assert not corrupted_sets.corrupted_dir("fmnistc").exists()
     out = prepare_corrupted("fmnistc", severities=[5], corruptions=["contrast"])  # a valid call still works
     assert (out / "contrast.npy").is_file()
 
@@ -355,7 +355,7 @@ def test_cli_prepare_rejects_a_bad_severity_in_one_line(fmnist_files, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["data", "prepare", "fmnistc", "--severities", "9"])
     assert exit_.value.code == 2 and "invalid choice: 9" in capsys.readouterr().err
-    assert not sources.corrupted_dir("fmnistc").exists()
+    assert not corrupted_sets.corrupted_dir("fmnistc").exists()
 
 
 def test_download_never_replaces_a_folder_the_user_named(data_root, tmp_path, monkeypatch):
@@ -443,7 +443,6 @@ def test_tqdm_disable_silences_grid_and_training_bars(tmp_path, monkeypatch, cap
 def test_the_engines_test_set_cache_follows_the_data_root(tmp_path, monkeypatch):
     """A corrupted set cached by the engine is never served after the data root moved (the cache
     was keyed on the set's name alone: a second data root got the first one's images)."""
-    from dartlib.data import sources
     from dartlib.experiments.engine import cell_stream
     from dartlib.experiments.grid import Cell
 
@@ -452,7 +451,7 @@ def test_the_engines_test_set_cache_follows_the_data_root(tmp_path, monkeypatch)
     sizes = []
     for root, per_class in ((tmp_path / "a", 3), (tmp_path / "b", 7)):
         monkeypatch.setenv("DART_DATA_DIR", str(root))
-        folder = sources.corrupted_dir("fmnistc")
+        folder = corrupted_sets.corrupted_dir("fmnistc")
         folder.mkdir(parents=True)
         labels = np.repeat(np.arange(10), per_class).astype(np.int64)
         np.save(folder / "gaussian_noise.npy", np.zeros((5 * len(labels), 32, 32, 3), dtype=np.uint8))

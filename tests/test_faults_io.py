@@ -363,7 +363,7 @@ def test_data_status_reports_a_folder_without_class_folders(tmp_path, monkeypatc
 def test_loading_a_folder_with_a_non_image_names_the_file(tmp_path):
     from PIL import Image
 
-    from dartlib.data.sources import read_image_folder
+    from dartlib.data.image_folders import read_image_folder
 
     root = tmp_path / "set"
     (root / "a").mkdir(parents=True)

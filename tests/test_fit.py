@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from dartlib.dart.fit import SettingError, check_supported, fit_refiner, labelled_images
-from dartlib.dart.intermediate import INTERMEDIATE_REVISION, load_or_train_refiners, model_probe, saved_meta
+from dartlib.dart.intermediate import load_or_train_refiners
+from dartlib.dart.refiner_probe import INTERMEDIATE_REVISION, model_probe, saved_meta
 from dartlib.dart.refiner import DartConfig
 from dartlib.models.artefacts import weights_digest
 from dartlib.registry import UnknownNameError
@@ -173,7 +174,7 @@ def test_a_refiner_of_another_code_revision_or_without_a_probe_is_trained_anew(t
     model = tiny_model()
     first = fit_refiner(model=model, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path,
                         progress=False)
-    monkeypatch.setattr("dartlib.dart.intermediate.INTERMEDIATE_REVISION", "older")
+    monkeypatch.setattr("dartlib.dart.refiner_probe.INTERMEDIATE_REVISION", "older")
     assert not fit_refiner(model=model, data=data, num_classes=K, device="cpu", config=TINY, cache_dir=tmp_path,
                            progress=False).reused
     monkeypatch.undo()

@@ -1,4 +1,4 @@
-"""Processes started on one results file share the work (dartlib.experiments.grid.CellClaims):
+"""Processes started on one results file share the work (dartlib.experiments.cell_claims.CellClaims):
 each cell is computed once, and the file ends as one process alone would have written it."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dartlib.experiments.grid import CellClaims, grid, read_results, run_grid
+from dartlib.experiments.grid import grid, read_results, run_grid
+from dartlib.experiments.cell_claims import CellClaims
 
 CELLS = dict(dataset=["fake"], shift=["lt"], shift_param=[1.0, 10.0, 100.0], corruption=["a", "b", "c", "d"],
              severity=[5], method=["bnadapt", "tent"], refiner=["none", "dart"])  # 48 cells
@@ -80,7 +81,7 @@ def test_three_processes_compute_each_cell_once_and_end_with_one_process_file(tm
 def test_a_claim_ends_with_its_process(tmp_path):
     results = tmp_path / "r.csv"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from dartlib.experiments.grid import CellClaims\n"
+        "import sys, time; from pathlib import Path; from dartlib.experiments.cell_claims import CellClaims\n"
         f"c = CellClaims(Path({str(results)!r})).__enter__(); assert c.claim('k1'); print('held', flush=True); "
         "time.sleep(600)")], stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
@@ -117,7 +118,8 @@ def test_a_cell_stored_meanwhile_is_not_computed_again(tmp_path):
 OUTCOMES_WORKER = """
 import os, sys, time
 from pathlib import Path
-from dartlib.experiments.grid import fill_outcomes, grid
+from dartlib.experiments.grid import grid
+from dartlib.experiments.outcome_backfill import fill_outcomes
 sys.path.insert(0, {tests!r})
 from test_grid_claims import CELLS, _with_outcomes
 log = Path(sys.argv[2])

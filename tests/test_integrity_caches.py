@@ -13,7 +13,8 @@ import pytest
 from dartlib.data import protocols
 from dartlib.data.files import CacheDiscardedWarning, DamagedFileError
 from dartlib.data.prepare import prepare_corrupted
-from dartlib.data.sources import UncheckedDataWarning, load
+from dartlib.data.sources import load
+from dartlib.data.corrupted_sets import UncheckedDataWarning
 
 
 def _write_idx(path, array):
@@ -91,11 +92,11 @@ def test_a_generated_file_without_its_record_is_refused_and_generated_again(gene
 @pytest.fixture()
 def official(tmp_path, monkeypatch):
     """Files in the official CIFAR-10-C layout placed by hand: no manifest, no sha256 records."""
-    from dartlib.data import sources
+    from dartlib.data import corrupted_sets
 
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("DART_CIFAR10C_DIR", raising=False)
-    monkeypatch.setattr(sources, "_UNCHECKED_FOLDERS", set())
+    monkeypatch.setattr(corrupted_sets, "_UNCHECKED_FOLDERS", set())
     folder = tmp_path / "CIFAR-10-C"
     folder.mkdir()
     np.save(folder / "fog.npy", np.random.default_rng(0).integers(0, 256, (10, 32, 32, 3), dtype=np.uint8))

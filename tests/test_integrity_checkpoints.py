@@ -100,7 +100,7 @@ def test_cli_refuses_an_edited_source_model_in_one_line(data_root, capsys):
 @pytest.fixture(scope="module")
 def smoke_training():
     from dartlib.data import load
-    from dartlib.data.sources import DataMissingError
+    from dartlib.data.dataset import DataMissingError
     from dartlib.profiles import load_profile
     from dartlib.studies import own_model
 

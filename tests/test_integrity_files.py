@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from dartlib.dart import intermediate
+from dartlib.dart import intermediate, refiner_training
 from dartlib.dart.refiner import DartConfig
 from dartlib.data.files import DamagedFileError, DiscardedStateWarning, open_lock
-from dartlib.data.sources import Dataset
-from dartlib.experiments.grid import CellClaims, _results_lock
+from dartlib.data.dataset import Dataset
+from dartlib.experiments.grid import _results_lock
+from dartlib.experiments.cell_claims import CellClaims
 from dartlib.models import states
 from dartlib.models.artefacts import COMMITTED_DIR
 from dartlib.models.backbones import small_cnn
@@ -124,12 +125,12 @@ CONFIGS = [BASE, replace(BASE, variant="dart-split")]  # 6 steps per epoch
 
 @pytest.fixture(scope="module")
 def interrupted(tiny, tmp_path_factory):
-    """The state of a real pass after its first epoch (written by :func:`intermediate._save_pass`)
+    """The state of a real pass after its first epoch (written by :func:`refiner_training._save_pass`)
     and the logs of the pass run through."""
     model, ds = tiny
-    whole = intermediate.train_refiners(model, ds, CONFIGS, progress=False)
+    whole = refiner_training.train_refiners(model, ds, CONFIGS, progress=False)
     path = tmp_path_factory.mktemp("pass") / "p.partial.pt"
-    real = intermediate._Learner.update
+    real = refiner_training._Learner.update
     calls = []
 
     def die_in_epoch_2(self, epoch, batch):
@@ -138,12 +139,12 @@ def interrupted(tiny, tmp_path_factory):
             raise KeyboardInterrupt
         real(self, epoch, batch)
 
-    intermediate._Learner.update = die_in_epoch_2
+    refiner_training._Learner.update = die_in_epoch_2
     try:
         with pytest.raises(KeyboardInterrupt):
-            intermediate.train_refiners(model, ds, CONFIGS, progress=False, resume=path)
+            refiner_training.train_refiners(model, ds, CONFIGS, progress=False, resume=path)
     finally:
-        intermediate._Learner.update = real
+        refiner_training._Learner.update = real
     state = load_weights(path)
     assert state["epochs_done"] == 1 and [s["step"] for s in state["learners"]] == [6, 6]
     assert state[states.DIGEST] == states.state_digest(state)
@@ -154,7 +155,7 @@ def _resume(tiny, tmp_path, state: dict, *, digest: bool) -> tuple[list, Path]:
     model, ds = tiny
     path = tmp_path / "p.partial.pt"
     save_weights(states.sealed(state) if digest else {k: v for k, v in state.items() if k != states.DIGEST}, path=path)
-    out = intermediate.train_refiners(model, ds, CONFIGS, progress=False, resume=path)
+    out = refiner_training.train_refiners(model, ds, CONFIGS, progress=False, resume=path)
     return [log for _, log in out], path
 
 
@@ -206,7 +207,7 @@ def test_a_tampered_state_is_set_aside_and_the_pass_starts_over(tiny, interrupte
     with pytest.warns(DiscardedStateWarning, match=rf"p\.partial\.pt is damaged: {problem}[^;]*; set aside as "
                                                   r"p\.partial\.pt\.refused-.*, the refiners' training starts over"):
         save_weights(state, path=path)
-        logs = [log for _, log in intermediate.train_refiners(*tiny, CONFIGS, progress=False, resume=path)]
+        logs = [log for _, log in refiner_training.train_refiners(*tiny, CONFIGS, progress=False, resume=path)]
     assert logs == interrupted[1]  # started over: the pass run through
     assert len(list(tmp_path.glob("p.partial.pt.refused-*"))) == 1
 

@@ -38,7 +38,7 @@ def test_a_path_like_profile_name_is_refused_with_the_valid_names(capsys, tmp_pa
 
 
 def test_data_dir_is_stripped_where_it_is_checked_and_where_it_is_used(tmp_path, monkeypatch):
-    from dartlib.data.sources import location
+    from dartlib.data.dataset import location
     from dartlib.paths import data_root
 
     monkeypatch.setenv("DART_DATA_DIR", f"  {tmp_path}\n")
@@ -122,7 +122,7 @@ def test_an_overridden_run_into_the_committed_results_is_refused(monkeypatch, ca
 
 def _hold(results: Path, key: str) -> subprocess.Popen:
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from pathlib import Path; from dartlib.experiments.grid import CellClaims\n"
+        "import time; from pathlib import Path; from dartlib.experiments.cell_claims import CellClaims\n"
         f"c = CellClaims(Path({str(results)!r})).__enter__(); assert c.claim({key!r}); print('held', flush=True); "
         "time.sleep(600)")], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert holder.stdout.readline().strip() == "held"
@@ -130,7 +130,7 @@ def _hold(results: Path, key: str) -> subprocess.Popen:
 
 
 def test_a_waiting_grid_names_the_cell_and_the_process_and_gives_up_after_the_stated_time(tmp_path):
-    from dartlib.experiments.grid import CellClaims, ClaimWaitTimeout, ClaimWaitWarning
+    from dartlib.experiments.cell_claims import CellClaims, ClaimWaitTimeout, ClaimWaitWarning
 
     results = tmp_path / "r.csv"
     holder = _hold(results, "k1")
@@ -150,7 +150,9 @@ def test_a_waiting_grid_names_the_cell_and_the_process_and_gives_up_after_the_st
 
 
 def test_outcomes_claim_their_cells_as_the_grid_does(tmp_path, monkeypatch):
-    from dartlib.experiments.grid import Cell, ClaimWaitTimeout, fill_outcomes, run_grid
+    from dartlib.experiments.grid import Cell, run_grid
+    from dartlib.experiments.cell_claims import ClaimWaitTimeout
+    from dartlib.experiments.outcome_backfill import fill_outcomes
     from dartlib.experiments.outcomes import sidecar
 
     cells = [Cell("sim", "lt", 1.0, c, 5, "bnadapt") for c in ("fog", "snow")]

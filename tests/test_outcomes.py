@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dartlib.experiments.grid import Cell, StaleRowsWarning, fill_outcomes, folder_outcomes, read_results, run_grid
+from dartlib.experiments.grid import Cell, StaleRowsWarning, folder_outcomes, read_results, run_grid
+from dartlib.experiments.outcome_backfill import fill_outcomes
 from dartlib.experiments.outcomes import CellOutcomes, checked_outcomes, sidecar, sidecar_check
 
 CELLS = [Cell("sim", "lt", float(rho), c, 5, "bnadapt") for rho in (1, 10) for c in ("fog", "snow")]
@@ -114,7 +115,8 @@ def _tamper(path, line: int, column: str, value: str) -> None:
 
 
 def test_an_edited_row_whose_key_is_not_its_fields_hash_is_suspect_and_recomputed(tmp_path):
-    from dartlib.experiments.grid import SuspectRowsWarning, grid_status
+    from dartlib.experiments.grid import SuspectRowsWarning
+    from dartlib.experiments.grid_status import grid_status
 
     path = tmp_path / "g.csv"
     run_grid(CELLS, _evaluate, path=path, experiment="g", progress=False, inputs=lambda c: "d1")
@@ -133,7 +135,8 @@ def test_an_edited_row_whose_key_is_not_its_fields_hash_is_suspect_and_recompute
 
 
 def test_a_row_its_outcomes_contradict_is_suspect_for_status_readers_and_the_grid(tmp_path):
-    from dartlib.experiments.grid import SuspectRowsWarning, grid_status
+    from dartlib.experiments.grid import SuspectRowsWarning
+    from dartlib.experiments.grid_status import grid_status
 
     path = tmp_path / "g.csv"
     run_grid(CELLS, _evaluate, path=path, experiment="g", progress=False, inputs=lambda c: "d1")

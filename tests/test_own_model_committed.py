@@ -19,7 +19,7 @@ from dartlib.studies import own_model
 
 def _smoke_training_data():
     from dartlib.data import load
-    from dartlib.data.sources import DataMissingError
+    from dartlib.data.dataset import DataMissingError
 
     try:
         train = load("fmnist", split="train")

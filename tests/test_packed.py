@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from dartlib.data.sources import CIFAR10_CLASSES, read_image_folder
+from dartlib.data.dataset import CIFAR10_CLASSES
+from dartlib.data.image_folders import read_image_folder
 from dartlib.paths import REPO_ROOT
 
 
@@ -62,15 +63,15 @@ import sys
 import numpy as np
 from PIL import Image
 import scipy.ndimage, scipy.special
-from dartlib.data import corruptions, packed
+from dartlib.data import corruptions, packed, weather_corruptions
 images = np.random.default_rng(0).integers(0, 255, size=(4, 32, 32, 3), dtype=np.uint8)
 reference = corruptions.corrupt(images, corruption="frost", severity=5, seed=0)
-corruptions._frost_layers.cache_clear()
+weather_corruptions._frost_layers.cache_clear()
 sys.path[:] = [p for p in sys.path if "site-packages" not in p]
 assert packed._installed_frost_folder() is None
 index, payload = packed.read_packed({str(path)!r})
 assert packed.install_frost(index, payload, {str(tmp_path / "site")!r}) is not None
-assert str(corruptions._frost_folder()).startswith({str(tmp_path)!r})
+assert str(weather_corruptions._frost_folder()).startswith({str(tmp_path)!r})
 np.testing.assert_array_equal(corruptions.corrupt(images, corruption="frost", severity=5, seed=0), reference)
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,

@@ -12,7 +12,7 @@ import pytest
 from dartlib.experiments.grid import SCHEMA
 from dartlib.studies.paper_config import PAPER_VARIANTS, bnadapt_block, every_method_block, paper_config_cells
 from dartlib.experiments.settings import Settings
-from dartlib.book import claims
+from dartlib.book import claim_readings, claims
 
 CORRUPTIONS = ["fog", "snow"]
 
@@ -81,7 +81,7 @@ def test_a_ledger_gain_is_taken_on_the_seeds_both_sides_hold():
     frame = frame[frame["shift"] == "lt"]
     check = {"quantity": "gain", "method": "bnadapt", "refiner": "alpha0.1-epochs50", "shift_param": 100.0}
     # the baseline holds seeds 0, 1 and 2 (70, 60, 60), the refiner seed 0 only: the gain is seed 0's, +5
-    assert claims.quantity(frame, check).value == pytest.approx(5.0)
+    assert claim_readings.quantity(frame, check).value == pytest.approx(5.0)
     above = {"quantity": "accuracy", "method": "bnadapt", "refiner": "alpha0.1-epochs50", "shift_param": 100.0}
     bound, gap = claims._bound(claims._CONDITION.match("> accuracy(bnadapt+none)"), check=above, paper=0.0, frame=frame)
     assert bound.value == pytest.approx(70.0) and gap.value == pytest.approx(5.0)

@@ -3,7 +3,7 @@ varies the setting, grouped into passes that share their intermediate batches, e
 
 from __future__ import annotations
 
-from dartlib.dart.intermediate import stream_signature
+from dartlib.dart.intermediate_batches import stream_signature
 from dartlib.experiments.settings import Settings
 from dartlib.studies.paper_refiners import PASS_ORDER, paper_table_refiners
 

@@ -15,7 +15,8 @@ from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.data.files import DamagedFileError
 from dartlib.experiments import engine
 from dartlib.experiments.engine import TestTimeContext, evaluate_cell
-from dartlib.experiments.grid import StaleRowsWarning, grid_status, read_results, run_grid
+from dartlib.experiments.grid import StaleRowsWarning, read_results, run_grid
+from dartlib.experiments.grid_status import grid_status
 from dartlib.studies.table1 import table1_cells
 from dartlib.models.backbones import small_cnn
 

@@ -5,7 +5,7 @@ table's gains and differences from the default."""
 import pandas as pd
 import pytest
 
-from dartlib.book.claims import _settings_match
+from dartlib.book.claim_readings import _settings_match
 from dartlib.experiments.grid import parse_params
 from dartlib.experiments.settings import Settings
 from dartlib.studies import sensitivity

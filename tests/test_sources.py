@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dartlib.data import sources
+from dartlib.data import dataset, sources
 from dartlib.data.prepare import prepare_corrupted
 from dartlib.data.files import DamagedFileError
-from dartlib.data.sources import DataMissingError, load
+from dartlib.data.sources import load
+from dartlib.data.dataset import DataMissingError
 from dartlib.paths import SHARED_DIR
 from dartlib.registry import UnknownNameError
 
@@ -201,7 +202,7 @@ def test_shared_cifar10_copy_loads_in_standard_order(monkeypatch, tmp_path):
     ds = load("cifar10", split="test")
     assert ds.images.shape == (10000, 32, 32, 3)
     assert np.bincount(ds.labels).tolist() == [1000] * 10
-    assert ds.classes == sources.CIFAR10_CLASSES
+    assert ds.classes == dataset.CIFAR10_CLASSES
 
 
 def test_zenodo_download_verifies_md5_and_unpacks(data_root, tmp_path):
@@ -276,7 +277,7 @@ def test_a_decoded_folder_cache_that_lies_is_discarded_and_decoded_again(data_ro
     then a few images decoded again from their files (chosen anew each read: all of them here)."""
     import warnings
 
-    from dartlib.data import sources
+    from dartlib.data import image_folders, sources
 
     rng = np.random.default_rng(3)
     for cls in ("cat", "airplane"):
@@ -285,11 +286,11 @@ def test_a_decoded_folder_cache_that_lies_is_discarded_and_decoded_again(data_ro
         for i in range(2):
             Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(d / f"{i:04d}.png")
     monkeypatch.setenv("DART_CIFAR10_DIR", str(data_root / "c10"))
-    monkeypatch.setattr(sources, "CACHE_SPOT_CHECKS", 4)
+    monkeypatch.setattr(image_folders, "CACHE_SPOT_CHECKS", 4)
     truth = load("cifar10", split="train")
     [cache] = (data_root / "cache").glob("cifar10-train-*.npz")
     record = cache.with_name(cache.name + ".sha256")
-    assert record.read_text().strip() == sources._contents_digest(truth.images, truth.labels, truth.classes)
+    assert record.read_text().strip() == image_folders._contents_digest(truth.images, truth.labels, truth.classes)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an intact cache is read without a word
         assert load("cifar10", split="train").digest() == truth.digest()
@@ -300,7 +301,7 @@ def test_a_decoded_folder_cache_that_lies_is_discarded_and_decoded_again(data_ro
         images = 255 - truth.images  # every pixel inverted: a readable cache with wrong contents
         np.savez(cache, images=images, labels=truth.labels, classes=np.array(truth.classes))
         if fault == "consistent-lie":
-            record.write_text(sources._contents_digest(images, truth.labels, truth.classes))
+            record.write_text(image_folders._contents_digest(images, truth.labels, truth.classes))
         if fault == "old-cache-lie":
             record.unlink()  # a cache written before digests were kept: the spot check alone
         match = ("has contents that do not match the sha256" if fault == "contents"
@@ -309,4 +310,4 @@ def test_a_decoded_folder_cache_that_lies_is_discarded_and_decoded_again(data_ro
                                                            "discarded: the images are decoded again"):
         again = load("cifar10", split="train")
     assert again.digest() == truth.digest()
-    assert record.read_text().strip() == sources._contents_digest(truth.images, truth.labels, truth.classes)
+    assert record.read_text().strip() == image_folders._contents_digest(truth.images, truth.labels, truth.classes)

@@ -117,13 +117,13 @@ def test_stream_protocols_of_the_appendix_tables():
 
 
 def test_mixed_stream_pools_every_corruption(tmp_path, monkeypatch):
-    from dartlib.data import sources
+    from dartlib.data import corrupted_sets
     from dartlib.data.corruptions import CORRUPTIONS
     from dartlib.experiments.grid import Cell
     from dartlib.experiments.engine import cell_stream
 
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
-    folder = sources.corrupted_dir("fmnistc")
+    folder = corrupted_sets.corrupted_dir("fmnistc")
     folder.mkdir(parents=True)
     labels = np.repeat(np.arange(10), 3).astype(np.int64)
     for i, corruption in enumerate(CORRUPTIONS):  # each corruption's images hold its index
@@ -185,7 +185,7 @@ def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch, t
     p = Settings.from_profile("smoke")
     monkeypatch.setattr("dartlib.data.prepare.ensure_corrupted", forbidden)
     monkeypatch.setattr("dartlib.models.training.train_source", forbidden)
-    monkeypatch.setattr("dartlib.dart.intermediate.train_refiners", forbidden)
+    monkeypatch.setattr("dartlib.dart.refiner_training.train_refiners", forbidden)
     context, meta = table1.prepare_context(settings=p, device="cpu", trained_only=True)
     from dartlib.studies.table1 import profile_cells
 

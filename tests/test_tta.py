@@ -326,7 +326,7 @@ def test_roid_pieces():
 def test_iabn_fine_tuning_is_saved_and_reused(tmp_path):
     import numpy as np
 
-    from dartlib.data.sources import Dataset
+    from dartlib.data.dataset import Dataset
     from dartlib.tta.note import IABN2d, iabn_path, load_or_finetune_iabn
 
     rng = np.random.default_rng(0)
@@ -346,7 +346,7 @@ def test_iabn_fine_tuning_is_saved_and_reused(tmp_path):
 def test_an_interrupted_iabn_fine_tuning_resumes_bit_for_bit(tmp_path, monkeypatch):
     import numpy as np
 
-    from dartlib.data.sources import Dataset
+    from dartlib.data.dataset import Dataset
     from dartlib.models import training
     from dartlib.tta.note import finetune_iabn, iabn_path, load_or_finetune_iabn, to_iabn
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.models.backbones import small_cnn
 from dartlib.data.protocols import long_tailed
 from dartlib.studies.alpha_choice import AlphaChoice, AlphaSearch, choose_alpha, heldout_rows, holdout_split

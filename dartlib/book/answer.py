@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dartlib.analysis.noise import SE_SENTENCE
-from dartlib.book import claims as ledger
+from dartlib.book import claims as ledger, verdict_rules
 from dartlib.book.plain import claim_title, method_words, plain_text
 
 # The paper's headline claims (its abstract and Section 5.1), stated first on the overview.
@@ -38,7 +38,7 @@ class ClaimAnswer:
     claim_id: str
     title: str
     sentence: str
-    verdict: str  # one of ledger.VERDICTS
+    verdict: str  # one of verdict_rules.VERDICTS
     configuration: str  # "" for the profile's g_phi
     run: int
     checks: int
@@ -74,7 +74,7 @@ def claim_answers(*, table: pd.DataFrame, claims: list[dict]) -> list[ClaimAnswe
                                    0, len(rows), None, (), str(claim.get("shift") or "")))
             continue
         chosen = min(run_configurations, key=_rank)
-        verdict = next(v for v in ledger.VERDICTS if verdicts[chosen].startswith(v))
+        verdict = next(v for v in verdict_rules.VERDICTS if verdicts[chosen].startswith(v))
         sub = rows[rows["configuration"] == chosen]
         run = int((sub["status"] != "NOT RUN").sum())
         decisive = None
@@ -135,7 +135,7 @@ def _short_line(a: ClaimAnswer) -> str:
 
 def counts_sentence(answers: list[ClaimAnswer]) -> str:
     """"Of the paper's 36 claims, 12 hold, 18 fail, 2 are within noise and 4 were not run"."""
-    n = {v: sum(a.verdict == v for a in answers) for v in ledger.VERDICTS}
+    n = {v: sum(a.verdict == v for a in answers) for v in verdict_rules.VERDICTS}
     return (f"Of the paper's {len(answers)} claims checked here, **{n['HOLDS']} hold, {n['FAILS']} fail**, "
             f"{n['WITHIN NOISE']} are within noise and {n['NOT RUN']} were not run")
 
@@ -149,7 +149,7 @@ def answer_section(*, answers: list[ClaimAnswer], profile: str, setting: str) ->
                 "checkout: every claim below reads NOT RUN.", ""]
     main = [a for a in answers if a.claim_id in MAIN_CLAIMS]
     return [f"{counts_sentence(answers)} on the {profile} profile ({setting}; at the paper's g_φ where run, each "
-            f"beyond {ledger.MARGIN_SE:g} SE). The paper's headline claims:", "",
+            f"beyond {verdict_rules.MARGIN_SE:g} SE). The paper's headline claims:", "",
             *[f"- {_short_line(a)}" for a in main], ""]
 
 

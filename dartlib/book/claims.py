@@ -27,7 +27,7 @@ in standard errors, positive on the side the sentence asserts):
   one-seed quantity is labelled as having no seed term.
 
 A check of a stated size (``size: true``) gets a second verdict, judged apart from its direction
-(:func:`judge_size`): AS STATED within the claim's ``size_margin`` of the paper's number, LARGER or
+(:func:`dartlib.book.verdict_rules.judge_size`): AS STATED within the claim's ``size_margin`` of the paper's number, LARGER or
 SMALLER beyond it in the asserted direction (with the ratio ours / paper), UNDECIDED between. Each
 check's condition is also judged on the paper's own numbers (``paper_reading``), so a reading the
 paper's table itself fails is marked.
@@ -52,7 +52,9 @@ how well ``column`` of a single batch tells a ``from`` batch from a ``shift_para
 1 - AUC) (0.5: not at all, 1: always; SE: Hanley and McNeil's).
 
 The paper is cited by section and table in ``claims.yaml``; :mod:`dartlib.book.claims_page` renders
-``docs/claims.md`` (and the book's claims page) from the ledger and the results.
+``docs/claims.md`` (and the book's claims page) from the ledger and the results. Here: the ledger
+read and its checks evaluated; how a check's quantity is read off the rows is in
+:mod:`dartlib.book.claim_readings`, the rules above that judge it in :mod:`dartlib.book.verdict_rules`.
 """
 
 from __future__ import annotations
@@ -60,18 +62,19 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from dartlib.analysis.noise import NAN, Estimate, Outcomes, combination, critical
+from dartlib.analysis.noise import NAN, Estimate, Outcomes, combination
+from dartlib.book.claim_readings import (_VERSUS, _corruptions, _cost_ratio, _restrict, _shared_seeds, batch_statistic,
+                                         quantity, quantity_terms, seed_refiners)
+from dartlib.book.verdict_rules import CheckResult, _verdict, decisive, judge, judge_size
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.grid import folder_outcomes, read_results
 from dartlib.paths import results_dir
 from dartlib.reporting.paper import PAPER_DIR, load_table
-from dartlib.reporting.tables import parse_params
 from dartlib.tta.note import PAPER_IABN_EPOCHS
 
 CLAIMS_FILE = PAPER_DIR / "claims.yaml"
@@ -83,18 +86,12 @@ BATCH_COLUMNS = ("ce_u_pbar", "d", "accuracy")
 # (data/paper/app_cost.csv) it stands for
 COST_COLUMNS = {"gmac_executed_per_image": "flops_g", "wall_clock_s": "wall_clock_s", "params_m": "params_m"}
 REDUCED_PROFILES = ("smoke", "cpu", "gpu")
-VERDICTS = ("HOLDS", "WITHIN NOISE", "FAILS", "NOT RUN")
-# the size verdicts of a check of a stated effect: ours within the claim's margin of the paper's
-# number, larger or smaller than it (in the stated direction) beyond the margin, undecided between
-SIZES = ("AS STATED", "LARGER", "SMALLER", "UNDECIDED", "NOT RUN")
-MARGIN_SE = 2.0  # the margin, in standard errors, beyond which a check is decided (the t quantile of its level with seeds)
 _EXPANDED = ("method", "refiner", "shift_param", "params", "versus", "dataset")
 _REF = (r"(?P<r0>accuracy|gain|drop)\((?P<r1>\w[\w-]*?)(?:\+(?P<r2>\w[\w.-]*))?\)(?:\[(?P<r3>[^\]]*)\])?"
         r"(?:@(?P<r4>-?\d+(?:\.\d+)?))?")  # quantity(method+refiner)[params]@shift_param
 _BOUND = rf"(?:(?P<factor>-?\d+(?:\.\d+)?)\*paper|(?P<number>-?\d+(?:\.\d+)?)|{_REF})"
 _CONDITION = re.compile(rf"^\s*(?:(?P<op>>=|<=|>|<)|within\s+(?:(?P<tol>\d+(?:\.\d+)?)|(?P<tolf>\d+(?:\.\d+)?)\*paper)"
                         rf"\s+of)\s*(?:(?P<paper>paper)|{_BOUND})\s*$")
-_VERSUS = re.compile(r"^(?:(\w[\w-]*)\+)?(\w[\w.-]*)(?:\[([^\]]*)\])?$")
 
 
 def _expand(check: dict) -> list[dict]:
@@ -139,135 +136,6 @@ def size_margin(claim: dict, *, paper: float) -> float:
     return max(float(margin.get("points", 0.0)), float(margin.get("fraction", 0.0)) * abs(paper))
 
 
-_SEED_SUFFIX = re.compile(r"^(?P<base>.+)-seed(?P<seed>\d+)$")
-
-
-def seed_refiners(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with a refiner trained under another g_phi seed and measured on that seed's streams
-    (refiner ``<name>-seed<k>`` on rows of seed k, e.g. ``alpha0.1-epochs50-seed1``) named ``<name>``:
-    its rows are that refiner's seed k, so a quantity of ``<name>`` is the mean over its seeds. A
-    ``-seed<k>`` refiner on another seed's streams keeps its name (a variant, not a seed)."""
-    if not len(frame) or "refiner" not in frame or "seed" not in frame:
-        return frame
-    parts = frame["refiner"].astype(str).str.extract(_SEED_SUFFIX)
-    own = parts["seed"].notna() & (parts["seed"].fillna("-1").astype(int) == pd.to_numeric(frame["seed"], errors="coerce"))
-    return frame.assign(refiner=frame["refiner"].where(~own, parts["base"]))
-
-
-def _same(a: str, b: str) -> bool:
-    try:
-        return abs(float(a) - float(b)) < 1e-9
-    except ValueError:
-        return a == b
-
-
-def _settings_match(row_params: str, wanted: dict[str, str], *, baseline: bool) -> bool:
-    """Whether a row's ``params`` carry every wanted setting; a baseline row (refiner "none") may
-    lack a setting it does not depend on (plain TENT has no alpha), but not contradict one."""
-    have = parse_params(row_params)
-    return all(_same(have[k], v) if k in have else baseline for k, v in wanted.items())
-
-
-def _rows(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float | None,
-          params: str | None = None) -> pd.DataFrame:
-    """Rows of (method, refiner) at ``shift_param`` (None: streams without a shift parameter, such
-    as balanced ones) whose settings match ``params`` (e.g. "alpha=0.1" or "test_batch=4")."""
-    values = frame["shift_param"].astype(float)
-    at = values.isna() if shift_param is None else values.sub(float(shift_param)).abs() < 1e-9
-    rows = frame[(frame["method"] == method) & (frame["refiner"] == refiner) & at]
-    if params:
-        wanted = parse_params(params)
-        rows = rows[[_settings_match(p, wanted, baseline=refiner == "none") for p in rows["params"]]]
-    return rows
-
-
-def _versus(check: dict, method: str) -> tuple[str, str, str | None]:
-    """The (method, refiner, params) a gain is measured against: ``versus`` ("none", "dart-split",
-    "noadapt+none", "dart[alpha=0]"), by default the same method without a refiner."""
-    m, refiner, params = _VERSUS.match(str(check.get("versus") or "none")).groups()
-    return m or method, refiner, params if params is not None else check.get("params")
-
-
-def _corruptions(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> set[str]:
-    """The corruptions the check's own rows (of ``method``, default the check's) cover."""
-    rho = check["from"] if check["quantity"] == "drop" else check["shift_param"]
-    rows = _rows(frame, method=method or check["method"], refiner=check["refiner"], shift_param=rho,
-                 params=check.get("params"))
-    return set(rows["corruption"].astype(str))
-
-
-def quantity_terms(frame: pd.DataFrame, check: dict, *, method: str | None = None) -> list[tuple[float, pd.DataFrame]]:
-    """The check's quantity as (weight, rows) terms (:func:`dartlib.analysis.noise.combination`):
-    an accuracy is one term, a gain or a drop two. Empty where a gain's or a drop's two sides do
-    not cover the same corruptions (a difference of means over different streams says nothing)."""
-    method = method or check["method"]
-    refiner, rho, params = check["refiner"], check["shift_param"], check.get("params")
-    rows = _rows(frame, method=method, refiner=refiner, shift_param=rho, params=params)
-    if check["quantity"] == "accuracy":
-        return [(1.0, rows)] if len(rows) else []
-    if check["quantity"] == "gain":
-        other_method, other_refiner, other_params = _versus(check, method)
-        a, b = rows, _rows(frame, method=other_method, refiner=other_refiner, shift_param=rho, params=other_params)
-    else:
-        a, b = _rows(frame, method=method, refiner=refiner, shift_param=check["from"], params=params), rows
-    a, b = _shared_seeds(a, b)
-    if not len(a) or not len(b) or set(a["corruption"].astype(str)) != set(b["corruption"].astype(str)):
-        return []
-    return [(1.0, a), (-1.0, b)]
-
-
-def _shared_seeds(*frames: pd.DataFrame) -> tuple[pd.DataFrame, ...]:
-    """``frames`` kept to the seeds all of them hold: a difference is taken on the same streams (a
-    baseline run on three seeds' streams is compared with a refiner of one seed on that seed's)."""
-    if any("seed" not in f for f in frames):
-        return frames
-    seeds = set.intersection(*(set(f["seed"].astype(str)) for f in frames))
-    return tuple(f[f["seed"].astype(str).isin(seeds)] for f in frames)
-
-
-def quantity(frame: pd.DataFrame, check: dict, *, method: str | None = None, outcomes: Outcomes | None = None) -> Estimate:
-    """The check's quantity on a results frame (already restricted to the check's data), with its
-    standard error (:mod:`dartlib.analysis.noise`: clustered by test image and paired where
-    ``outcomes`` holds every row's per-image outcomes, else an upper bound). NaN where
-    :func:`quantity_terms` has none."""
-    terms = quantity_terms(frame, check, method=method)
-    return combination(terms=terms, outcomes=outcomes) if terms else NAN
-
-
-def _restrict(frame: pd.DataFrame, spec: dict, *, dataset: str, paper: bool) -> pd.DataFrame:
-    frame = frame[frame["dataset"] == dataset]
-    if spec.get("shift"):
-        frame = frame[frame["shift"] == spec["shift"]]
-    if paper and "corruption" in frame:
-        mean = frame[frame["corruption"].isin(["mean", "avg", ""])]
-        frame = mean if len(mean) else frame
-    return frame
-
-
-@dataclass
-class CheckResult:
-    claim: str
-    check: str
-    paper: float
-    ours: float
-    se: float
-    bound: float
-    margin: float  # standard errors from the bound, positive on the asserted side
-    status: str  # one of VERDICTS
-    condition: str
-    # the margin's SE: "images" (clustered, paired), "bound" (rows without outcomes), "exact" (a count) or
-    # "batches" (over a figure's test batches)
-    se_kind: str = ""
-    # "paper g_phi" for a check on the rows at the paper's g_phi (results file paper_config), "" for the profile's
-    configuration: str = ""
-    seeds: int = 0  # the seeds ours is the mean over (1: its SE has no seed term; 0: not run or no seeds)
-    critical: float = MARGIN_SE  # the margin (in SE) beyond which the check is decided
-    size: str = ""  # a check of a stated size: one of SIZES; "" where the sentence states no size
-    ratio: float = math.nan  # ours / paper, for a check of a stated size
-    size_margin: float = math.nan  # the margin (points) around the paper's number
-    paper_reading: str = ""  # the condition judged on the paper's own numbers: HOLDS, FAILS or "" (not computable)
-
-
 def describe(*, check: dict) -> str:
     """A check in words: "gain bnadapt+dart over none at 10 [alpha=0.1]", "drop tent 1->100"."""
     rho, origin = check["shift_param"], check.get("from")
@@ -280,55 +148,6 @@ def describe(*, check: dict) -> str:
     settings = f" [{check['params']}]" if check.get("params") else ""
     dataset = f" ({check['dataset']})" if check.get("dataset_override") else ""
     return " ".join(part for part in (what, where) if part) + settings + dataset
-
-
-def judge(*, ours: Estimate, bound: Estimate, op: str, gap: Estimate | None = None) -> tuple[float, str]:
-    """(margin in SE, verdict) of ``ours`` against ``bound`` under ``op`` (">", "<", ">=", "<=" or
-    "within T"); see the module docstring for the rules. ``gap``: ours - bound computed on the
-    rows of both (paired where they share test images), whose SE then replaces the two sides'
-    combined as if independent."""
-    if math.isnan(ours.value) or math.isnan(bound.value):
-        return math.nan, "NOT RUN"
-    se = gap.se if gap is not None else math.hypot(ours.se, 0.0 if math.isnan(bound.se) else bound.se)
-    decide = decisive(ours=ours, bound=bound, gap=gap)
-    if math.isnan(se):
-        raise ValueError("results rows without a sample count n: no standard error, no verdict")
-    if op.startswith("within"):
-        distance = float(op.split()[1]) - abs(ours.value - bound.value)
-    else:
-        distance = ours.value - bound.value if op.startswith(">") else bound.value - ours.value
-    margin = distance / se if se > 0 else math.copysign(math.inf, distance) if distance else 0.0
-    return margin, "HOLDS" if margin > decide else "FAILS" if margin < -decide else "WITHIN NOISE"
-
-
-def decisive(*, ours: Estimate, bound: Estimate, gap: Estimate | None = None) -> float:
-    """The margin in SE that decides a check: 2, or the t quantile of 2 SE's level at the SE's degrees
-    of freedom where seeds add a term (:func:`dartlib.analysis.noise.critical`; two sides combined as
-    independent take the fewer)."""
-    if gap is not None:
-        return gap.critical
-    return critical(df=min(ours.df, bound.df if not math.isnan(bound.se) and bound.se > 0 else math.inf))
-
-
-def judge_size(*, ours: Estimate, paper: float, margin: float, sense: float | None = None) -> tuple[str, float]:
-    """(size verdict, ours / paper) of a check of a stated effect: AS STATED where ours lies within
-    ``margin`` points of the paper's number beyond the decisive SE both ways; LARGER (SMALLER) where it
-    lies beyond the margin on the far (near) side of the paper's number in the direction the sentence
-    asserts (``sense``: +1 for a condition ">" or ">=", -1 for "<" or "<="; by default the paper's
-    sign), beyond the decisive SE; UNDECIDED in between; NOT RUN without ours or the paper's number."""
-    if math.isnan(ours.value) or math.isnan(paper):
-        return "NOT RUN", math.nan
-    ratio = ours.value / paper if paper else math.nan
-    sense = sense if sense is not None else math.copysign(1.0, paper)
-    excess = sense * (ours.value - paper)  # positive: more of the asserted effect
-    room = ours.critical * (0.0 if math.isnan(ours.se) else ours.se)
-    if abs(excess) + room < margin:
-        return "AS STATED", ratio
-    if excess - margin > room:
-        return "LARGER", ratio
-    if -excess - margin > room:
-        return "SMALLER", ratio
-    return "UNDECIDED", ratio
 
 
 def _bound(match: re.Match, *, check: dict, paper: float, frame: pd.DataFrame | None,
@@ -365,7 +184,7 @@ def _condition_text(condition: str, *, bound: float) -> str:
 def evaluate(profile: str, *, corrupted_dataset: str | None = None, claims: list[dict] | None = None,
              folder: Path | None = None) -> pd.DataFrame:
     """Every check of every claim on ``results/<profile>/`` (or ``folder``); one row per check
-    (:class:`CheckResult`'s fields). ``corrupted_dataset`` stands in for CIFAR-10-C (e.g.
+    (:class:`dartlib.book.verdict_rules.CheckResult`'s fields). ``corrupted_dataset`` stands in for CIFAR-10-C (e.g.
     ``fmnistc`` on the smoke profile)."""
     claims = claims if claims is not None else load_claims()
     folder = folder or results_dir(profile)
@@ -462,16 +281,6 @@ def _configuration(spec: dict, *, source: str) -> str:
     return PAPER_G_PHI if {"paper_config", "paper_note"} & set(spec["experiment"]) else ""
 
 
-def _cost_ratio(table: pd.DataFrame, *, column: str, method: str, refiner: str, versus: str) -> float:
-    """``column`` of (method, refiner) over that of ``versus`` ("bnadapt+none") in a cost table."""
-    other_method, other_refiner = versus.split("+")
-    value = {}
-    for key, (m, r) in (("a", (method, refiner)), ("b", (other_method, other_refiner))):
-        sel = table[(table["method"] == m) & (table["refiner"] == r)]
-        value[key] = float(sel[column].iloc[0]) if len(sel) else math.nan
-    return value["a"] / value["b"] if value["b"] else math.nan
-
-
 def _cost_check(claim: dict, check: dict, *, folder: Path, profile: str) -> CheckResult:
     """A ``cost`` check (module docstring): ours from ``costs.csv``, the paper's from its cost table."""
     column, versus = check["column"], str(check.get("versus") or f"{check['method']}+none")
@@ -490,23 +299,6 @@ def _cost_check(claim: dict, check: dict, *, folder: Path, profile: str) -> Chec
     margin, status = judge(ours=Estimate(ours, 0.0, "exact"), bound=Estimate(bound, 0.0), op=op)
     return CheckResult(claim["id"], what, paper, ours, 0.0, bound, margin, status,
                        _condition_text(condition, bound=bound), "exact" if status != "NOT RUN" else "")
-
-
-def batch_statistic(frame: pd.DataFrame, *, quantity: str, column: str, start: float, end: float) -> Estimate:
-    """A batch check's quantity (module docstring) on per-batch rows ``frame`` (columns ``ir`` and
-    ``column``), between the batches at IR ``start`` and those at IR ``end``."""
-
-    a = frame.loc[frame["ir"].astype(float) == float(start), column].astype(float).to_numpy()
-    b = frame.loc[frame["ir"].astype(float) == float(end), column].astype(float).to_numpy()
-    if len(a) < 2 or len(b) < 2:
-        return NAN
-    if quantity == "batch_mean_change":
-        return Estimate(float(b.mean() - a.mean()), math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)), "batches")
-    auc = float(((b[:, None] > a[None, :]).mean() + 0.5 * (b[:, None] == a[None, :]).mean()))
-    auc = max(auc, 1.0 - auc)
-    q1, q2 = auc / (2 - auc), 2 * auc**2 / (1 + auc)  # Hanley and McNeil (1982)
-    var = (auc * (1 - auc) + (len(b) - 1) * (q1 - auc**2) + (len(a) - 1) * (q2 - auc**2)) / (len(a) * len(b))
-    return Estimate(auc, math.sqrt(max(var, 0.0)), "batches")
 
 
 def _batch_check(claim: dict, check: dict, *, folder: Path) -> CheckResult:
@@ -544,17 +336,6 @@ def claim_verdicts(*, table: pd.DataFrame, claims: list[dict] | None = None) -> 
         else:
             verdicts[claim_id] = _verdict(group, most=aggregate.get(claim_id) == "most")
     return verdicts
-
-
-def _verdict(group: pd.DataFrame, *, most: bool) -> str:
-    counts = group["status"].value_counts()
-    run = len(group) - int(counts.get("NOT RUN", 0))
-    if most and run:
-        verdict = ("HOLDS" if counts.get("HOLDS", 0) * 2 > run else
-                   "FAILS" if counts.get("FAILS", 0) * 2 >= run else "WITHIN NOISE")
-    else:
-        verdict = next((v for v in ("FAILS", "WITHIN NOISE", "HOLDS") if counts.get(v, 0)), "NOT RUN")
-    return verdict + (f" ({run} of {len(group)} run)" if 0 < run < len(group) else "")
 
 
 # What each results file's rows were computed with, per profile key (None: the paper's own setting):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from dartlib.analysis.noise import SE_SENTENCE
-from dartlib.book.claims import (MARGIN_SE, PAPER_CONFIG, REDUCED_PROFILES, SIZES, VERDICTS, claim_verdicts, evaluate,
-                                 load_claims)
+from dartlib.book.claims import PAPER_CONFIG, REDUCED_PROFILES, claim_verdicts, evaluate, load_claims
+from dartlib.book.verdict_rules import MARGIN_SE, SIZES, VERDICTS
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.grid import read_results
 from dartlib.experiments.settings import ABLATION_SHORTCUT, SHORTCUT, Settings, refiner_words
@@ -29,14 +29,14 @@ PAGE_RESULTS = {"smoke": REPO_ROOT / "tests" / "golden" / "smoke", "cpu": REPO_R
 
 
 def verdict_counts(*, table: pd.DataFrame) -> dict[str, int]:
-    """{verdict: checks} over the checks of ``table``, in :data:`~dartlib.book.claims.VERDICTS`' order."""
+    """{verdict: checks} over the checks of ``table``, in :data:`~dartlib.book.verdict_rules.VERDICTS`' order."""
     counts = table["status"].value_counts()
     return {s: int(counts.get(s, 0)) for s in VERDICTS}
 
 
 def size_counts(*, table: pd.DataFrame) -> dict[str, int]:
     """{size verdict: checks} over the checks of ``table`` that judge a stated size, in
-    :data:`~dartlib.book.claims.SIZES`' order."""
+    :data:`~dartlib.book.verdict_rules.SIZES`' order."""
     sized = table[table["size"].fillna("") != ""] if "size" in table else table.iloc[:0]
     counts = sized["size"].value_counts() if len(sized) else pd.Series(dtype=int)
     return {s: int(counts.get(s, 0)) for s in SIZES}

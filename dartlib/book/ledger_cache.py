@@ -16,8 +16,8 @@ from dartlib.paths import REPO_ROOT
 
 # What the ledger's evaluation reads: the claims, the paper's tables and the modules that judge. A
 # change to any of them, or to a file of the profile's results folder, is a new cache key.
-LEDGER_CODE = ("book/claims.py", "analysis/noise.py", "experiments/outcomes.py", "experiments/grid.py",
-               "reporting/paper.py", "reporting/tables.py")
+LEDGER_CODE = ("book/claims.py", "book/claim_readings.py", "book/verdict_rules.py", "analysis/noise.py",
+               "experiments/outcomes.py", "experiments/grid.py", "reporting/paper.py", "reporting/tables.py")
 LEDGER_CACHE = BOOK_DIR / ".ledger-cache"
 
 

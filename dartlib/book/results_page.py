@@ -89,7 +89,7 @@ def _by_line(block: pd.DataFrame) -> pd.DataFrame:
 def _diagnosis(*, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
     """Notebook 15's variant table as the page prints it: each quantity "value ± SE", with ``*`` where
     it moved beyond 2 SE from Table 1's refiner (the paired difference of the two refiners' rows)."""
-    from dartlib.studies.diagnosis import diagnosis_table
+    from dartlib.studies.diagnosis_report import diagnosis_table
 
     table = diagnosis_table(rows=rows, outcomes=outcomes)
     quantities = {"cost": "cost at rho = 1", "IR 20": "IR 20", "IR 50": "IR 50", "IR 5000": "IR 5000",
@@ -104,7 +104,8 @@ def _diagnosis(*, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
 def _batch_shapes(*, profile: str, names: list[str], rows: pd.DataFrame, outcomes) -> pd.DataFrame:
     """Notebook 15's batch-shape table: each variant that changes g_phi's intermediate batches, their
     shape, and what g_phi then does."""
-    from dartlib.studies.diagnosis import batch_shape_results, batch_shape_table
+    from dartlib.studies.diagnosis import batch_shape_results
+    from dartlib.studies.diagnosis_report import batch_shape_table
 
     shapes = batch_shape_results(profile=profile, compute=False, names=names)
     return batch_shape_table(shapes=shapes, rows=rows, outcomes=outcomes).set_index("variant")

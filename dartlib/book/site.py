@@ -50,7 +50,7 @@ from dartlib.experiments.settings import Settings
 from dartlib.reporting.paper import TABLES as PAPER_TABLES, load_table
 from dartlib.reporting.tables import with_row_labels
 from dartlib.studies.costs import cost_rows
-from dartlib.studies.diagnosis import diagnosis_table, seed_table
+from dartlib.studies.diagnosis_report import diagnosis_table, seed_table
 from dartlib.studies.table1 import TABLE1_METHODS, per_corruption_table, rendered_table, row_order
 
 DOCS_DIR = REPO_ROOT / "docs"

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     from dartlib.data.files import DamagedFileError, as_write_error
     from dartlib.data.travel import PartsError
     from dartlib.environment import EnvironmentSettingError, check_environment, setting
-    from dartlib.experiments.grid import ClaimWaitTimeout
+    from dartlib.experiments.cell_claims import ClaimWaitTimeout
     from dartlib.profiles import ProfileError
 
     argv = sys.argv[1:] if argv is None else argv

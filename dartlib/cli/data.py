@@ -36,7 +36,7 @@ def _cmd_data_download(args: argparse.Namespace) -> int:
 def _cmd_data_prepare(args: argparse.Namespace) -> int:
     from dartlib.data.corruptions import CORRUPTIONS
     from dartlib.data.prepare import prepare_corrupted
-    from dartlib.data.sources import corrupted_dir
+    from dartlib.data.corrupted_sets import corrupted_dir
 
     writable((corrupted_dir(args.dataset), DATA_ROOT_CHANGE), *data_folders()[:1])
     folder = prepare_corrupted(

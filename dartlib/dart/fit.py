@@ -15,7 +15,7 @@ tensors, where ``images`` are either uint8 N x H x W x C in 0..255 (channels las
 stored) or float N x C x H x W in [0, 1] (channels first, as ``torchvision.transforms.ToTensor``
 gives them), and ``labels`` integers in 0..K-1; a ``torch.utils.data.Dataset`` whose items are
 ``(image, label)`` with one image in either layout (C x H x W float, H x W x C uint8, or a PIL
-image); or a :class:`dartlib.data.sources.Dataset`. The model always receives float N x C x H x W
+image); or a :class:`dartlib.data.dataset.Dataset`. The model always receives float N x C x H x W
 in [0, 1]: any normalisation (mean, std) belongs inside the model. Images are held as uint8, so
 float images are rounded to multiples of 1/255 (exact for images read from 8-bit files).
 
@@ -39,11 +39,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from dartlib.dart.intermediate import load_or_train_refiners, model_probe, refiner_path, reusable
+from dartlib.dart.intermediate import load_or_train_refiners, refiner_path
+from dartlib.dart.refiner_probe import model_probe, reusable
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.augmentation import to_tensor
 from dartlib.data.protocols import class_balanced, dirichlet_stream
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import bn_layers, frozen_bn_adapted
 from dartlib.paths import cache_root
@@ -100,7 +101,7 @@ def fit_refiner(
     back only where it was trained for a model that computes what this one computes (the logits of
     f_theta0_bar on a fixed probe batch of the training images, :func:`model_probe`: the same
     weights behind another activation or layer order are another model) and by this revision of
-    the training code (:data:`dartlib.dart.intermediate.INTERMEDIATE_REVISION`); otherwise it is
+    the training code (:data:`dartlib.dart.refiner_probe.INTERMEDIATE_REVISION`); otherwise it is
     trained anew and the file overwritten.
 
     Raises :class:`SettingError`, before any training, when the model has no BN layer, does not
@@ -172,7 +173,7 @@ def labelled_images(data: Data, *, num_classes: int, every_class: bool = True) -
         images, labels = _from_items(data)
     else:
         raise SettingError(f"data of type {type(data).__name__}: pass (images, labels), a torch.utils.data.Dataset "
-                           "of (image, label) items, or a dartlib.data.sources.Dataset")
+                           "of (image, label) items, or a dartlib.data.dataset.Dataset")
     if len(labels) != len(images):
         raise SettingError(f"{len(images)} images but {len(labels)} labels: give one label per image")
     _check_labels(labels, num_classes, every_class=every_class)
@@ -338,7 +339,7 @@ def check_supported(labels: np.ndarray, config: DartConfig, *, num_classes: int)
 
 def _splits(labels: np.ndarray, config: DartConfig, n_dir: int) -> bool:
     """Whether every epoch's Dirichlet split into ``n_dir`` chunks succeeds, with the seeds that
-    :func:`dartlib.dart.intermediate._imbalanced_batches` uses."""
+    :func:`dartlib.dart.intermediate_batches._imbalanced_batches` uses."""
     if n_dir < 1 or len(labels) < MIN_CHUNK * n_dir:
         return False
     for epoch in range(config.epochs):

@@ -11,7 +11,8 @@ from dartlib.data.protocols import (
     long_tailed,
     online_imbalance,
 )
-from dartlib.data.sources import SOURCES, DataMissingError, Dataset, load
+from dartlib.data.sources import SOURCES, load
+from dartlib.data.dataset import DataMissingError, Dataset
 
 __all__ = [
     "CORRUPTIONS",

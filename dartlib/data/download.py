@@ -18,7 +18,8 @@ import urllib.request
 from pathlib import Path
 
 from dartlib.data.files import atomic_path, sha256_bytes_of, write_text_atomic
-from dartlib.data.sources import _record_path, corrupted_dir
+from dartlib.data.corrupted_sets import corrupted_dir
+from dartlib.data.image_folders import _record_path
 from dartlib.paths import data_root
 
 ZENODO_API = "https://zenodo.org/api/records/"

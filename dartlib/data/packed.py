@@ -2,7 +2,7 @@
 repository's working tree (a GPU machine without the shared data folder).
 
 The file holds the JPEG/PNG bytes of every image exactly as stored, in the order
-:func:`dartlib.data.sources.read_image_folder` reads them (classes sorted, files sorted by name),
+:func:`dartlib.data.image_folders.read_image_folder` reads them (classes sorted, files sorted by name),
 plus an index; unpacking decodes each with Pillow's ``convert("RGB")`` as that reader does, so
 the pixels (and the datasets' digests) are identical to reading the folder. The frost
 photographs of ``imagecorruptions-imaug`` (CIFAR-10-C's frost corruption) travel inside as well,
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from dartlib.data.files import atomic_path, write_text_atomic
-from dartlib.data.sources import _cache_path, _contents_digest, _image_files, _record_path
+from dartlib.data.image_folders import _cache_path, _contents_digest, _image_files, _record_path
 
 MAGIC = b"DARTPACK1\n"
 SPLITS = ("train", "test")
@@ -34,7 +34,7 @@ SPLITS = ("train", "test")
 
 def collect_image_folder(root: Path | str, *, frost: bool = True) -> tuple[dict, list[bytes]]:
     """The index and the file bytes of ``root/{train,test}/<class>/<image>`` (and of the installed
-    frost photographs), in the order :func:`dartlib.data.sources.read_image_folder` reads them."""
+    frost photographs), in the order :func:`dartlib.data.image_folders.read_image_folder` reads them."""
     root = Path(root)
     blobs: list[bytes] = []
     index: dict = {"format": 1, "splits": {}, "frost": []}
@@ -55,7 +55,7 @@ def collect_image_folder(root: Path | str, *, frost: bool = True) -> tuple[dict,
         offset += sum(lengths)
     folder = _installed_frost_folder() if frost else None
     if folder is not None:
-        from dartlib.data.corruptions import FROST_FILES
+        from dartlib.data.weather_corruptions import FROST_FILES
 
         for name in FROST_FILES:
             data = (folder / name).read_bytes()
@@ -168,6 +168,6 @@ def install_as_image_folder(split_arrays: dict[str, tuple[np.ndarray, np.ndarray
         cache.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(cache) as tmp:
             np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
-        # the folder holds no image files: the cache is the data, recorded by its sha256 (sources._cache_problem)
+        # the folder holds no image files: the cache is the data, recorded by its sha256 (image_folders._cache_problem)
         write_text_atomic(_record_path(cache), _contents_digest(images, labels, tuple(classes)) + "\n")
     return root

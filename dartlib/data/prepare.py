@@ -20,7 +20,9 @@ from tqdm import tqdm
 from dartlib import __version__
 from dartlib.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from dartlib.data.files import atomic_path, read_json, sha256_bytes_of, write_text_atomic
-from dartlib.data.sources import MANIFEST, _record_path, clean_source, corrupted_dir, severities_remedy
+from dartlib.data.sources import clean_source
+from dartlib.data.corrupted_sets import MANIFEST, corrupted_dir, severities_remedy
+from dartlib.data.image_folders import _record_path
 
 CHUNK = 1000  # images per corrupt() call; part of the seed schedule, recorded in the manifest
 
@@ -34,7 +36,7 @@ def generator_digest() -> str:
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:
     """``array`` saved to ``path`` whole or not at all, with the sha256 of the file's bytes recorded
-    beside it (``<file>.sha256``, :func:`dartlib.data.sources.generated_file_problem` checks it when
+    beside it (``<file>.sha256``, :func:`dartlib.data.corrupted_sets.generated_file_problem` checks it when
     the set is read) before the file takes its name."""
     with atomic_path(path) as tmp:
         np.save(tmp, array)

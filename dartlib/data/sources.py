@@ -1,8 +1,10 @@
 """Dataset sources: every dataset the paper uses, read from its standard on-disk layout.
 
-``load(name, split=...)`` returns a :class:`Dataset` with uint8 NHWC images, int64 labels and
-the class names. Where a dataset is absent, :class:`DataMissingError` names the dataset, the
-exact path expected and how to obtain it; nothing is ever substituted silently.
+``load(name, split=...)`` returns a :class:`dartlib.data.dataset.Dataset` with uint8 NHWC images,
+int64 labels and the class names. Where a dataset is absent,
+:class:`dartlib.data.dataset.DataMissingError` names the dataset, the exact path expected and how
+to obtain it; nothing is ever substituted silently. Image folders and their decoded cache are read
+by :mod:`dartlib.data.image_folders`, the corrupted sets by :mod:`dartlib.data.corrupted_sets`.
 
 Locations (each can be overridden by an environment variable):
 
@@ -27,74 +29,21 @@ imagenet        ImageNet/<split>/<wnid>/ (train: D_int)     DART_IMAGENET_DIR
 from __future__ import annotations
 
 import gzip
-import hashlib
-import os
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from dartlib.data.files import (CacheDiscardedWarning, DamagedFileError, atomic_path, load_npy, load_npz, read_json,
-                                 set_aside, sha256_once, write_text_atomic)
-from dartlib.paths import cache_root, data_root
+from dartlib.data.corrupted_sets import _CORRUPTED_REMEDY, corrupted_dir, load_corrupted
+from dartlib.data.dataset import CIFAR10_CLASSES, FMNIST_CLASSES, DataMissingError, Dataset, _check_split, location
+from dartlib.data.files import CacheDiscardedWarning, DamagedFileError, load_npy
+from dartlib.data.image_folders import (_cache_path, _cached_folder, _contents_digest, _image_files, _read_cache,
+                                         _record_path, _resize_centre_crop, _write_cache, image_folder_problem)
+from dartlib.paths import data_root
 from dartlib.registry import Registry
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 FMNIST_DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
-CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
-FMNIST_CLASSES = (
-    "t-shirt/top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle boot",
-)
-
-
-class DataMissingError(FileNotFoundError):
-    """A dataset is not where the suite looks for it; the message says where and how to get it."""
-
-    def __init__(self, dataset: str, path: Path | str, remedy: str) -> None:
-        self.dataset, self.path, self.remedy = dataset, Path(path), remedy
-        super().__init__(f"dataset {dataset!r} not found: expected {path}. To obtain it: {remedy}")
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """Images (uint8, N x H x W x 3), labels (int64) and class names of one split."""
-
-    name: str
-    split: str
-    images: np.ndarray
-    labels: np.ndarray
-    classes: tuple[str, ...]
-    info: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.images.dtype != np.uint8 or self.images.ndim != 4 or self.images.shape[-1] != 3:
-            raise ValueError(f"{self.name}: images must be uint8 NHWC RGB, got {self.images.dtype} {self.images.shape}")
-        if self.labels.shape != (self.images.shape[0],):
-            raise ValueError(f"{self.name}: {self.labels.shape[0]} labels for {self.images.shape[0]} images")
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.classes)
-
-    def __len__(self) -> int:
-        return int(self.labels.shape[0])
-
-    def digest(self) -> str:
-        """sha256 over images and labels: identifies the exact data a model saw."""
-        h = hashlib.sha256()
-        h.update(np.ascontiguousarray(self.images).data)
-        h.update(self.labels.astype("<i8").tobytes())
-        return h.hexdigest()
-
-
-def location(variable: str, default: Path) -> Path:
-    """``$variable`` when set (stripped and checked, :func:`dartlib.environment.setting`), else ``default``."""
-    from dartlib.environment import setting
-
-    value = setting(variable)
-    return Path(value).expanduser() if value else default
 
 
 # --------------------------------------------------------------------------- Fashion-MNIST
@@ -133,215 +82,6 @@ def load_fmnist(*, split: str = "test") -> Dataset:
     return Dataset("fmnist", split, to_rgb32(gray), labels.astype(np.int64), FMNIST_CLASSES, {"source": str(images_gz.parent)})
 
 
-# --------------------------------------------------------------------------- image folders
-
-
-def _check_split(split: str, valid: tuple[str, ...]) -> str:
-    if split not in valid:
-        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(valid)}")
-    return split
-
-
-def _image_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-
-
-def read_image_folder(root: Path, *, size: int | None = None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Read ``root/<class>/<image>`` (classes in sorted order, files sorted by name).
-
-    ``size``: resize the shorter side to round(size * 256 / 224) and centre-crop ``size``
-    (the usual ImageNet-style evaluation transform); None keeps images as they are (they must
-    then share one shape, e.g. CIFAR's 32 x 32).
-    """
-    classes, files = image_folder_files(root)
-    images, labels = [], []
-    for label, path in files:
-        rgb = _read_image(path, size=size)
-        if size is None and images and rgb.shape != images[0].shape:
-            raise DamagedFileError(path, f"{rgb.shape[1]} x {rgb.shape[0]} pixels where the folder's first image "
-                                         f"has {images[0].shape[1]} x {images[0].shape[0]}", IMAGE_REMEDY)
-        images.append(rgb)
-        labels.append(label)
-    if not images:
-        raise ValueError(f"no images under {root}")
-    return np.stack(images), np.asarray(labels, dtype=np.int64), classes
-
-
-def image_folder_files(root: Path) -> tuple[tuple[str, ...], list[tuple[int, Path]]]:
-    """The classes of ``root/<class>/<image>`` (sorted) and its (label, file) pairs in the order
-    :func:`read_image_folder` reads them."""
-    classes = tuple(sorted(d.name for d in root.iterdir() if d.is_dir()))
-    return classes, [(label, path) for label, cls in enumerate(classes) for path in _image_files(root / cls)]
-
-
-def _read_image(path: Path, *, size: int | None) -> np.ndarray:
-    """One image file as uint8 H x W x 3 (resized and centre-cropped to ``size`` when given)."""
-    from PIL import Image
-
-    try:
-        with Image.open(path) as img:
-            rgb = img.convert("RGB")
-    except (OSError, ValueError, SyntaxError) as err:  # PIL's UnidentifiedImageError is an OSError
-        raise DamagedFileError(path, f"not a readable image ({err})", IMAGE_REMEDY) from None
-    if size is not None:
-        rgb = _resize_centre_crop(rgb, size)
-    return np.asarray(rgb, dtype=np.uint8)
-
-
-IMAGE_REMEDY = "replace the folder with an intact copy of the dataset (`python -m dartlib data status` checks it)"
-IMAGE_SHAPES = {"cifar10": ((32, 32), 10), "cifar100": ((32, 32), 100)}  # (width, height), classes
-SAMPLED_CLASSES = 3  # data status opens the first image of this many classes (first, middle, last): a few files
-
-
-def image_folder_problem(root: Path, *, shape: tuple[int, int], classes: int) -> str:
-    """What is wrong with the image folder ``root`` (``<class>/<image>``), read cheaply: the number
-    of class folders, and the first image of a few classes opened and measured; "" when it looks
-    right. The answer names the file or folder at fault."""
-    from PIL import Image
-
-    found = sorted(d for d in root.iterdir() if d.is_dir())
-    if len(found) != classes:
-        return f"{root} holds {len(found)} class folders, expected {classes} (<class>/<image>.png)"
-    for folder in dict.fromkeys(found[i] for i in (0, len(found) // 2, len(found) - 1)[:SAMPLED_CLASSES]):
-        files = _image_files(folder)
-        if not files:
-            others = sorted(p.name for p in folder.iterdir())[:3]
-            return (f"{folder} holds no image files ({', '.join(IMAGE_SUFFIXES)})"
-                    + (f"; it holds {', '.join(others)}, ..." if others else ", it is empty"))
-        try:
-            with Image.open(files[0]) as img:
-                img.load()
-                size = img.size
-        except (OSError, ValueError, SyntaxError) as err:
-            return f"{files[0]} is not a readable image ({err})"
-        if size != shape:
-            return f"{files[0]} is {size[0]} x {size[1]} pixels, expected {shape[0]} x {shape[1]}"
-    return ""
-
-
-def dataset_problem(name: str, path: Path) -> str:
-    """What is wrong with dataset ``name`` found at ``path`` (:func:`expected_path`), checked cheaply
-    (a few files): image folders hold images of the expected shape, a corrupted set's labels read
-    as an array; "" when nothing is."""
-    if name in IMAGE_SHAPES and path.is_dir() and path.name == "test":  # an image folder, not torchvision's files
-        shape, classes = IMAGE_SHAPES[name]
-        for split in ("test", "train"):
-            if (path.parent / split).is_dir():
-                problem = image_folder_problem(path.parent / split, shape=shape, classes=classes)
-                if problem:
-                    return problem
-        return ""
-    if path.suffix == ".npy" and path.is_file():
-        try:
-            load_npy(path, mmap_mode="r")
-        except DamagedFileError as err:
-            return str(err)
-    return ""
-
-
-def _resize_centre_crop(img, size: int):
-    from PIL import Image
-
-    w, h = img.size
-    if (w, h) == (size, size):  # already an evaluation crop (ImageNet-C's released images are 224 x 224)
-        return img
-    short = round(size * 256 / 224)
-    scale = short / min(w, h)
-    img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
-    w, h = img.size
-    left, top = (w - size) // 2, (h - size) // 2
-    return img.crop((left, top, left + size, top + size))
-
-
-def _cache_path(tag: str, source: Path) -> Path:
-    """The cache of ``source`` under the data root, keyed on its content: every file's relative
-    path, size and modification time, so an added, removed or replaced image gives a new key."""
-    h = hashlib.sha256(str(source.resolve()).encode())
-    for folder, dirs, files in sorted(os.walk(source)):
-        dirs.sort()
-        for name in sorted(files):
-            st = os.stat(os.path.join(folder, name))
-            h.update(f"{os.path.relpath(os.path.join(folder, name), source)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return cache_root() / f"{tag}-{h.hexdigest()[:12]}.npz"
-
-
-def _read_cache(cache: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    images, labels, classes = load_npz(cache, ("images", "labels", "classes"),
-                                       remedy="delete it; the next load decodes the images again")
-    return images, labels, tuple(str(c) for c in classes)
-
-
-def _write_cache(cache: Path, images: np.ndarray, labels: np.ndarray, classes: tuple[str, ...]) -> None:
-    with atomic_path(cache) as tmp:
-        np.savez(tmp, images=images, labels=labels, classes=np.array(classes))
-    write_text_atomic(_record_path(cache), _contents_digest(images, labels, classes) + "\n")
-
-
-CACHE_SPOT_CHECKS = 3  # images of a decoded folder's cache decoded again and compared, at each read
-
-
-def _record_path(cache: Path) -> Path:
-    """The digest of a cache's contents, kept beside it (``<cache>.sha256``)."""
-    return cache.with_name(cache.name + ".sha256")
-
-
-def _contents_digest(images: np.ndarray, labels: np.ndarray, classes: tuple[str, ...]) -> str:
-    h = hashlib.sha256(np.ascontiguousarray(images).data)
-    h.update(np.asarray(labels).astype("<i8").tobytes())
-    h.update("\0".join(classes).encode())
-    return h.hexdigest()
-
-
-def _cache_problem(cache: Path, root: Path, size: int | None, arrays: tuple) -> str:
-    """What is wrong with the decoded folder's cache ``arrays`` (read from ``cache`` of ``root``),
-    or "": its contents against the digest stored beside it (recorded now where an older cache
-    has none, once the spot check passed), its classes and length against the folder's, and
-    :data:`CACHE_SPOT_CHECKS` images, chosen anew each time, decoded again from their files."""
-    images, labels, classes = arrays
-    digest = _contents_digest(images, labels, classes)
-    record = _record_path(cache)
-    if record.is_file() and record.read_text().strip() != digest:
-        return f"has contents that do not match the sha256 in {record.name} (altered or damaged after it was written)"
-    folder_classes, files = image_folder_files(root)
-    if not files and record.is_file():
-        # a folder installed from a packed archive (dartlib.data.packed.install_as_image_folder): the cache is
-        # the data, its sha256 recorded when the archive, itself checked by sha256, was unpacked
-        return ""
-    if folder_classes != classes or len(files) != len(labels):
-        return f"holds {len(labels)} images of {len(classes)} classes, the folder {root} {len(files)} of {len(folder_classes)}"
-    for i in np.random.default_rng().choice(len(files), size=min(CACHE_SPOT_CHECKS, len(files)), replace=False):
-        label, path = files[int(i)]
-        if labels[i] != label or not np.array_equal(images[i], _read_image(path, size=size)):
-            return f"holds an image {int(i)} that differs from its file {path} (spot check)"
-    if not record.is_file():
-        write_text_atomic(record, digest + "\n")
-    return ""
-
-
-def _cached_folder(tag: str, root: Path, size: int | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Decode an image folder once; later loads read a compressed cache under the data root,
-    checked at each read (:func:`_cache_problem`): a cache that fails is discarded, with one
-    :class:`CacheDiscardedWarning` naming it, and the folder decoded again."""
-
-    cache = _cache_path(f"{tag}-{size}", root)
-    if cache.is_file():
-        try:
-            arrays = _read_cache(cache)
-        except DamagedFileError as err:
-            arrays, problem = None, f"is unreadable ({err.problem})"
-        if arrays is not None:
-            problem = _cache_problem(cache, root, size, arrays)
-        if not problem:
-            return arrays
-        cache.unlink(missing_ok=True)
-        _record_path(cache).unlink(missing_ok=True)
-        warnings.warn(f"{cache}: the decoded cache of {root} {problem}; discarded: the images are decoded again "
-                      f"(nothing to do)", CacheDiscardedWarning, stacklevel=2)
-    images, labels, classes = read_image_folder(root, size=size)
-    _write_cache(cache, images, labels, classes)
-    return images, labels, classes
-
-
 # --------------------------------------------------------------------------- CIFAR
 
 
@@ -373,154 +113,6 @@ def load_cifar10(*, split: str = "test") -> Dataset:
 
 def load_cifar100(*, split: str = "test") -> Dataset:
     return _load_cifar("cifar100", split=split, variable="DART_CIFAR100_DIR", folder_name="cifar100", tv_class="CIFAR100")
-
-
-# --------------------------------------------------------------------------- CIFAR-C layout
-
-MANIFEST = "manifest.json"
-
-
-def corrupted_dir(name: str) -> Path:
-    """Folder of a corrupted test set in the official CIFAR-C layout."""
-    variable, folder = {
-        "cifar10c": ("DART_CIFAR10C_DIR", "CIFAR-10-C"),
-        "cifar100c": ("DART_CIFAR100C_DIR", "CIFAR-100-C"),
-        "fmnistc": ("DART_FMNISTC_DIR", "FMNIST-C"),
-    }[name]
-    return location(variable, data_root() / folder)
-
-
-def _severity_rows(folder: Path, total_rows: int) -> dict[int, slice]:
-    """Rows of each severity: from our manifest when present, else the official 5-way split."""
-    manifest = folder / MANIFEST
-    if manifest.is_file():
-        meta = read_json(manifest, required=("rows_per_severity", "severities"), remedy=_manifest_remedy(folder))
-        try:
-            per = int(meta["rows_per_severity"])
-            return {int(s): slice(i * per, (i + 1) * per) for i, s in enumerate(meta["severities"])}
-        except (TypeError, ValueError) as err:
-            raise DamagedFileError(manifest, f"unreadable severities or rows ({err})", _manifest_remedy(folder)) from None
-    per = total_rows // 5
-    return {s: slice((s - 1) * per, s * per) for s in range(1, 6)}
-
-
-_CORRUPTED_REMEDY = {
-    "cifar10c": "`python -m dartlib data download cifar10c` (CIFAR-10-C.tar, ~2.9 GB, Zenodo record 2535967, md5 "
-    "checked), or generate it locally with `python -m dartlib data prepare cifar10c`",
-    "cifar100c": "`python -m dartlib data download cifar100c` (CIFAR-100-C.tar, ~2.9 GB, Zenodo record 3555552, md5 "
-    "checked), or generate it locally with `python -m dartlib data prepare cifar100c`",
-    "fmnistc": "generate it with `python -m dartlib data prepare fmnistc`",
-}
-_CLEAN_OF = {"cifar10c": load_cifar10, "cifar100c": load_cifar100, "fmnistc": load_fmnist}
-
-
-def load_corrupted(name: str, *, corruption: str, severity: int = 5, split: str = "test") -> Dataset:
-    """One corruption at one severity from ``<corruption>.npy`` + ``labels.npy``."""
-    _check_split(split, ("test",))
-    folder = corrupted_dir(name)
-    data_file, labels_file = folder / f"{corruption}.npy", folder / "labels.npy"
-    if not data_file.is_file() or not labels_file.is_file():
-        raise DataMissingError(name, data_file, _CORRUPTED_REMEDY[name])
-    remedy = f"delete it and obtain it again: {_CORRUPTED_REMEDY[name]}"
-    for path in (data_file, labels_file):
-        problem = generated_file_problem(path)
-        if problem:
-            aside = set_aside(path)
-            _record_path(path).unlink(missing_ok=True)
-            raise DamagedFileError(path, f"{problem}; set aside as {aside.name}",
-                                   f"obtain it again (a generated set's missing file is generated again by the same "
-                                   f"command): {_CORRUPTED_REMEDY[name]}")
-    data = load_npy(data_file, mmap_mode="r", remedy=remedy)
-    labels = load_npy(labels_file, mmap_mode="r", remedy=remedy)
-    rows = _severity_rows(folder, data.shape[0])
-    if labels.shape[0] != data.shape[0]:
-        raise DamagedFileError(labels_file, f"{labels.shape[0]} labels for the {data.shape[0]} images of {data_file.name}",
-                               remedy)
-    if not (folder / MANIFEST).is_file():
-        _check_official_layout(data_file, data, labels, remedy=remedy)
-    if severity not in rows:
-        raise DataMissingError(name, data_file, f"severity {severity} is not in this file (it has {sorted(rows)}); "
-                               + severities_remedy(name, folder, sorted({*rows, severity})))
-    sl = rows[severity]
-    classes = _class_names_for(name, folder)
-    return Dataset(name, split, np.array(data[sl], dtype=np.uint8), np.array(labels[sl], dtype=np.int64), classes,
-                   {"corruption": corruption, "severity": severity, "source": str(folder)})
-
-
-def generated_file_problem(path: Path) -> str:
-    """What is wrong with a file of a corrupted set, or "": its bytes against the sha256 recorded
-    beside it (``<file>.sha256``) when it was generated (:mod:`dartlib.data.prepare`) or unpacked
-    from the md5-checked archive (:func:`dartlib.data.download.download_corrupted`), hashed once per
-    process (:func:`dartlib.data.files.sha256_once`). A generated set's file without a record
-    (generated before records were kept) cannot be checked and is refused; official files placed
-    by hand have none and are checked for the official layout only (:func:`_check_official_layout`)."""
-    record = _record_path(path)
-    if not record.is_file():
-        if (path.parent / MANIFEST).is_file():
-            return (f"it has no {record.name} beside it (generated before each file's sha256 was recorded), so its "
-                    "bytes cannot be checked")
-        return ""
-    recorded = record.read_text().strip()
-    if sha256_once(path) != recorded:
-        return (f"its sha256 differs from the one {record.name} recorded when it was generated (altered or damaged "
-                "since)")
-    return ""
-
-
-_UNCHECKED_FOLDERS: set[Path] = set()
-
-
-class UncheckedDataWarning(UserWarning):
-    """Official CIFAR-C files without sha256 records: their layout is checked, their bytes cannot be."""
-
-
-def _check_official_layout(data_file: Path, data: np.ndarray, labels: np.ndarray, *, remedy: str) -> None:
-    """Files of the official CIFAR-C release (``<corruption>.npy`` of uint8 images, N x 32 x 32 x 3 with
-    the five severities stacked, and ``labels.npy``): a file of another layout is refused naming it. Where
-    no sha256 was recorded at unpacking (files placed by hand), a warning says once per folder that their
-    bytes are not checked; rows computed from them are still keyed by the images' digest."""
-    problems = []
-    if data.dtype != np.uint8 or data.ndim != 4 or data.shape[3] != 3 or data.shape[1:3] != (32, 32):
-        problems.append(f"{data.dtype} images of shape {data.shape} (the release has uint8 N x 32 x 32 x 3)")
-    elif data.shape[0] % 5:
-        problems.append(f"{data.shape[0]} rows, not the five severities stacked (a multiple of 5)")
-    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
-        problems.append(f"labels.npy holds {labels.dtype} of shape {labels.shape}, not one integer label per image")
-    if problems:
-        raise DamagedFileError(data_file, "; ".join(problems), remedy)
-    folder = data_file.parent
-    if folder not in _UNCHECKED_FOLDERS and not _record_path(data_file).is_file():
-        _UNCHECKED_FOLDERS.add(folder)
-        warnings.warn(f"{folder}: CIFAR-C files without sha256 records (placed by hand): their layout is checked, "
-                      "their bytes cannot be; `python -m dartlib data download <dataset>` into an empty folder unpacks "
-                      "the md5-checked archive and records them", UncheckedDataWarning, stacklevel=3)
-
-
-def severities_remedy(name: str, folder: Path, severities: list[int]) -> str:
-    """How to get a corrupted set at ``severities`` where ``folder`` holds it at others: a generated
-    set is generated again with all of them (after the folder is moved away), the official files
-    downloaded."""
-    if not (folder / "manifest.json").is_file():
-        return _CORRUPTED_REMEDY[name]
-    return (f"move the generated set away (`mv {folder} {folder}.old`) and generate it at every severity needed: "
-            f"`python -m dartlib data prepare {name} --severities {' '.join(str(s) for s in severities)}`")
-
-
-def _manifest_remedy(folder: Path) -> str:
-    return f"delete {folder} (a generated set) and generate it again with `python -m dartlib data prepare <dataset>`"
-
-
-def _class_names_for(name: str, folder: Path) -> tuple[str, ...]:
-    manifest = folder / MANIFEST
-    if manifest.is_file():
-        classes = read_json(manifest, remedy=_manifest_remedy(folder)).get("classes")
-        if classes:
-            return tuple(classes)
-    if name == "fmnistc":
-        return FMNIST_CLASSES
-    if name == "cifar10c":
-        return CIFAR10_CLASSES
-    return tuple(str(i) for i in range(100))
 
 
 # --------------------------------------------------------------------------- natural shifts
@@ -678,6 +270,9 @@ def load(name: str, *, split: str = "test", **options) -> Dataset:
     return SOURCES[name](split=split, **options)
 
 
+_CLEAN_OF = {"cifar10c": load_cifar10, "cifar100c": load_cifar100, "fmnistc": load_fmnist}
+
+
 def clean_source(name: str) -> Callable[..., Dataset]:
     """The loader of the clean set a corrupted set is generated from."""
     return _CLEAN_OF[name]
@@ -724,6 +319,29 @@ HOW_TO_GET = {
     "imagenet": "the ILSVRC-2012 training images (image-net.org) as train/<wnid>/<image>.JPEG; 50 per class are read",
     "cifar10-condensed": HOW_TO_GET_CONDENSED,
 }
+
+
+IMAGE_SHAPES = {"cifar10": ((32, 32), 10), "cifar100": ((32, 32), 100)}  # (width, height), classes
+
+
+def dataset_problem(name: str, path: Path) -> str:
+    """What is wrong with dataset ``name`` found at ``path`` (:func:`expected_path`), checked cheaply
+    (a few files): image folders hold images of the expected shape, a corrupted set's labels read
+    as an array; "" when nothing is."""
+    if name in IMAGE_SHAPES and path.is_dir() and path.name == "test":  # an image folder, not torchvision's files
+        shape, classes = IMAGE_SHAPES[name]
+        for split in ("test", "train"):
+            if (path.parent / split).is_dir():
+                problem = image_folder_problem(path.parent / split, shape=shape, classes=classes)
+                if problem:
+                    return problem
+        return ""
+    if path.suffix == ".npy" and path.is_file():
+        try:
+            load_npy(path, mmap_mode="r")
+        except DamagedFileError as err:
+            return str(err)
+    return ""
 
 
 def status() -> list[dict[str, object]]:

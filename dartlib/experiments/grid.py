@@ -6,8 +6,8 @@ combination. ``run_grid`` appends each finished cell to ``results/<profile>/<exp
 already there, and therefore resumes an interrupted run. Cells are independent, so a grid can be
 split across processes or machines by handing each a subset of cells (:func:`shard`); processes
 sharing one results file take a lock around each append, so none overwrites another's rows, and
-claim each cell before computing it (:class:`CellClaims`), so that N processes started on one grid
-compute each cell once.
+claim each cell before computing it (:class:`dartlib.experiments.cell_claims.CellClaims`), so that N
+processes started on one grid compute each cell once.
 To use more cores, GPUs or machines, :func:`dartlib.experiments.distributed.run_grid_ray` runs the
 cells on Ray workers and stores the same rows (docs/scale-out.md).
 
@@ -37,8 +37,6 @@ import fcntl
 import hashlib
 import json
 import os
-import struct
-import sys
 import time
 from contextlib import contextmanager
 import warnings
@@ -53,6 +51,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from dartlib.data.files import DamagedFileError, atomic_path, open_lock
+from dartlib.experiments.cell_claims import CellClaims
 from dartlib.experiments.outcomes import CellOutcomes, checked_outcomes, read_sidecar, sidecar, sidecar_check, write_lines
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
@@ -381,28 +380,6 @@ def _borrow(todo: list[Cell], digests: dict[str, str], reuse: Sequence[Path], *,
     return [c for c in todo if c.key not in found]
 
 
-def grid_status(cells: Iterable[Cell], *, path: Path, inputs: Callable[[Cell], str] | None = None,
-                reuse: Sequence[Path] = ()) -> pd.DataFrame:
-    """How far a grid is, without running it: per (method, refiner), how many of its cells are
-    stored and current, stored but stale or suspect (:func:`run_grid` recomputes them) and missing;
-    ``borrowable``: how many of those :func:`run_grid` would copy from ``reuse`` (:func:`borrowable`)
-    instead of computing."""
-    cells = list(cells)
-    digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
-    states = _states(cells, path, digests)
-    todo = [c for c, state in zip(cells, states) if state != "current"]
-    found = borrowable(todo, digests, reuse, path=path)  # its own file too, as run_grid does
-    frame = pd.DataFrame({"method": [c.method for c in cells], "refiner": [c.refiner for c in cells],
-                          "state": states, "borrowable": [c.key in found for c in cells]})
-    table = pd.crosstab([frame.method, frame.refiner], frame.state).reindex(columns=["current", "stale", "suspect", "missing"],
-                                                                           fill_value=0)
-    order = list(dict.fromkeys(zip(frame.method, frame.refiner)))
-    table = table.reindex(order)
-    table["cells"] = table.sum(axis=1)
-    table["borrowable"] = frame.groupby(["method", "refiner"], sort=False).borrowable.sum().reindex(order).astype(int)
-    return table
-
-
 def run_grid(
     cells: Iterable[Cell],
     evaluate: Callable[[Cell], dict],
@@ -448,99 +425,6 @@ def run_grid(
                 bar.update()
     bar.close()
     return stored_rows(cells, path=path)
-
-
-# Linux's struct flock (64-bit): short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
-_FLOCK = "hh4xqqi4x"
-
-
-class ClaimWaitWarning(UserWarning):
-    """A grid waits for a cell another process has claimed: which cell, which process, how long at most."""
-
-
-class ClaimWaitTimeout(RuntimeError):
-    """A grid waited the stated time (:func:`claim_wait_limit`) for a cell another process holds;
-    the message names the cell, the process and what to do."""
-
-
-def claim_wait_limit() -> float:
-    """Seconds a grid waits for a cell another process computes: ``$DART_CLAIM_WAIT``, default
-    21600 (6 hours, longer than any cell of the cpu profile takes)."""
-    from dartlib.environment import setting
-
-    return float(setting("DART_CLAIM_WAIT") or 21600)
-
-
-class CellClaims:
-    """Claims on the cells of one results file, shared by every process computing it: a byte-range
-    lock (``fcntl``) per cell key in ``.<results file>.claims.lock`` beside it. The kernel releases
-    a process's claims when it ends, however it ends (a kill -9 included), so a claim never
-    outlives the process that made it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path).with_name(f".{Path(path).name}.claims.lock")
-        self._file = None
-
-    def __enter__(self) -> CellClaims:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = os.fdopen(open_lock(self.path, folder=self.path.parent), "r+b", buffering=0)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._file.close()  # releases every claim still held
-        self._file = None
-
-    @staticmethod
-    def _offset(key: str) -> int:
-        return int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)  # < 2**60: a valid file offset
-
-    def claim(self, key: str, *, wait: bool = False, label: str = "", limit: float | None = None) -> bool:
-        """Claim the cell ``key``: True when this process now holds it; False when another does.
-        With ``wait``: wait until that one releases it or ends, then hold it; the wait is announced
-        once (a :class:`ClaimWaitWarning` naming the cell, ``label``, and the holder's process id)
-        and lasts at most ``limit`` seconds (default :func:`claim_wait_limit`), after which
-        :class:`ClaimWaitTimeout` is raised."""
-        if self._try(key):
-            return True
-        if not wait:
-            return False
-        limit = claim_wait_limit() if limit is None else limit
-        holder = self.holder(key)
-        cell = f"{label} (key {key})" if label else f"key {key}"
-        warnings.warn(f"{self.path.name}: cell {cell} is claimed by process {holder or 'unknown'}; waiting for it "
-                      f"to finish (at most {limit:g} s, DART_CLAIM_WAIT)", ClaimWaitWarning, stacklevel=2)
-        start, pause = time.monotonic(), 0.05
-        while not self._try(key):
-            if time.monotonic() - start >= limit:
-                raise ClaimWaitTimeout(
-                    f"{self.path}: gave up after {limit:g} s waiting for cell {cell}, claimed by process "
-                    f"{self.holder(key) or holder or 'unknown'}; let that process finish (or stop it: `kill <pid>`) "
-                    f"and run the same command again, or wait longer with DART_CLAIM_WAIT=<seconds>")
-            time.sleep(pause)
-            pause = min(1.0, pause * 2)
-        return True
-
-    def _try(self, key: str) -> bool:
-        try:
-            fcntl.lockf(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self._offset(key))
-        except (BlockingIOError, PermissionError):
-            return False
-        return True
-
-    def holder(self, key: str) -> int | None:
-        """The id of the process that holds the claim on ``key`` now (None if none, or not known:
-        another system than Linux lays out its lock record otherwise)."""
-        if not sys.platform.startswith("linux"):
-            return None
-        request = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, self._offset(key), 1, 0)
-        try:
-            kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(self._file, fcntl.F_GETLK, request))
-        except OSError:
-            return None
-        return pid if kind != fcntl.F_UNLCK and pid > 0 else None
-
-    def release(self, key: str) -> None:
-        fcntl.lockf(self._file, fcntl.LOCK_UN, 1, self._offset(key))
 
 
 def pending_cells(cells: list[Cell], *, path: Path, experiment: str, digests: dict[str, str],
@@ -589,121 +473,6 @@ def stored_rows(cells: list[Cell], *, path: Path) -> pd.DataFrame:
     done = done[done["key"].astype(str).isin(position)]
     order = done["key"].astype(str).map(position)
     return done.iloc[order.argsort(kind="stable").to_numpy()].reset_index(drop=True)
-
-
-def copy_to_borrowers(key: str, *, path: Path, borrowers: Sequence[Path]) -> list[Path]:
-    """Give each file of ``borrowers`` that holds the row ``key`` with the digest it has in ``path``
-    (a row it borrowed, :func:`run_grid`'s ``reuse``) ``path``'s row and outcomes, under its own
-    experiment name; returns the files changed. So a row recomputed in its own file never leaves an
-    older copy elsewhere."""
-    source = read_results(path)
-    row = source[source["key"].astype(str) == key]
-    if row.empty:
-        return []
-    row = row.iloc[0].to_dict()
-    side = read_sidecar(path)
-    lines = side[side["key"].astype(str) == key].to_dict("records")
-    changed = []
-    for other in borrowers:
-        if not Path(other).is_file() or Path(other).resolve() == Path(path).resolve():
-            continue
-        stored = read_results(Path(other))
-        copy = stored[(stored["key"].astype(str) == key) & (stored["inputs"].astype(str) == str(row["inputs"]))]
-        if copy.empty:
-            continue
-        theirs = read_sidecar(Path(other))
-        if (float(copy.accuracy.iloc[0]) == float(row["accuracy"])
-                and theirs[theirs["key"].astype(str) == key].to_dict("records") == lines):
-            continue
-        _append_rows([{**row, "experiment": copy.experiment.iloc[0]}], Path(other), outcomes=lines)
-        changed.append(Path(other))
-    return changed
-
-
-def fill_outcomes(cells: Iterable[Cell], evaluate: Callable[[Cell], dict], *, path: Path, experiment: str,
-                  inputs: Callable[[Cell], str] | None = None, progress: bool = True,
-                  borrowers: Sequence[Path] = ()) -> dict[str, int]:
-    """Give the current rows of ``cells`` in ``path`` that lack per-image outcomes
-    (:mod:`dartlib.experiments.outcomes`) theirs, by computing each such cell again: a recomputed
-    accuracy equal to the stored one (to the file's 6 significant digits) adds the outcomes and
-    leaves the row as it is; one that differs replaces the row (it did not reproduce, so the new
-    value is stored); a suspect row (:func:`suspect_rows`) is recomputed and replaced. Cells that
-    are missing or stale are left to :func:`run_grid`. ``borrowers``:
-    the results files that may hold copies of these rows; each copy is given the row and outcomes
-    as they now are (:func:`copy_to_borrowers`). Returns counts: checked (equal), replaced, already
-    (had outcomes), skipped (not current)."""
-    from dartlib.experiments.outcomes import checked_outcomes
-
-    cells = list(cells)
-    digests = {c.key: inputs(c) for c in cells} if inputs is not None else {}
-    states = _states(cells, path, digests)
-    done = read_results(path, suspect="keep")
-    have = checked_outcomes(done, path)
-    stored = dict(zip(done["key"].astype(str), zip(done["inputs"].astype(str), done["accuracy"])))
-    counts = {"checked": 0, "replaced": 0, "already": 0, "skipped": 0}
-    todo = []
-    for cell, state in zip(cells, states):
-        if state == "suspect":
-            todo.append(cell)  # its row contradicts itself or its outcomes: recomputed and replaced below
-        elif state != "current":
-            counts["skipped"] += 1
-        elif (cell.key, stored[cell.key][0]) in have:
-            counts["already"] += 1
-        else:
-            todo.append(cell)
-    bar = tqdm(total=len(todo), desc=f"{experiment} outcomes", unit="cell", **({} if progress else {"disable": True}))
-    # as run_grid: a cell another process holds is skipped and waited for once this one is through its
-    # list, so processes started together share the cells instead of queueing behind one another
-    with CellClaims(path) as claims:
-        held = []
-        for wait, queue in ((False, todo), (True, held)):
-            for cell in queue:
-                if not claims.claim(cell.key, wait=wait, label=cell.label()):
-                    held.append(cell)
-                    continue
-                try:
-                    _fill_one(cell, evaluate, path=path, experiment=experiment, digests=digests, counts=counts,
-                              borrowers=borrowers, bar=bar)
-                finally:
-                    claims.release(cell.key)
-                bar.update()
-    bar.close()
-    return counts
-
-
-def _fill_one(cell: Cell, evaluate: Callable[[Cell], dict], *, path: Path, experiment: str, digests: dict[str, str],
-              counts: dict[str, int], borrowers: Sequence[Path], bar: tqdm) -> None:
-    """One cell of :func:`fill_outcomes`, computed under its claim; the stored row is read again
-    first, since another process may have given it outcomes (or replaced it) meanwhile."""
-    done = read_results(path, suspect="keep")
-    row = done[done["key"].astype(str) == cell.key]
-    if row.empty:
-        counts["skipped"] += 1
-        return
-    digest, accuracy = str(row["inputs"].iloc[0]), float(row["accuracy"].iloc[0])
-    state = _states([cell], path, digests)[0]
-    if state == "current" and (cell.key, digest) in sidecar_check(done, path).agree:
-        counts["already"] += 1  # given its outcomes by another process while this one waited
-        return
-    if state not in ("current", "suspect"):
-        counts["skipped"] += 1
-        return
-    bar.set_postfix_str(cell.label())
-    start = time.perf_counter()
-    result = evaluate(cell)
-    seconds = time.perf_counter() - start
-    if state == "current" and float(f"{result['accuracy']:.6g}") == accuracy:
-        line = {"key": cell.key, "inputs": digest, **result["outcomes"].encode()}
-        with _results_lock(path):
-            write_lines([line], path)
-        counts["checked"] += 1
-    else:
-        why = "its stored row is suspect" if state == "suspect" else f"stored {accuracy:.6g}"
-        warnings.warn(f"{path}: {cell.label()} gave {result['accuracy']:.6g}, {why}; the row is replaced by the "
-                      f"recomputed value", StaleRowsWarning, stacklevel=3)
-        store_row(cell, result, path=path, experiment=experiment, seconds=seconds, digest=digests.get(cell.key, digest))
-        counts["replaced"] += 1
-    copy_to_borrowers(cell.key, path=path, borrowers=borrowers)
 
 
 @lru_cache(maxsize=None)

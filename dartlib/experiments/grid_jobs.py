@@ -15,7 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from dartlib.experiments.engine import TestTimeContext, TrainedInputsMissing, evaluate_cell, run_cells
-from dartlib.experiments.grid import Cell, fill_outcomes, grid_status, shard
+from dartlib.experiments.grid import Cell, shard
+from dartlib.experiments.grid_status import grid_status
+from dartlib.experiments.outcome_backfill import fill_outcomes
 from dartlib.experiments.settings import Settings
 
 
@@ -69,7 +71,7 @@ class GridJob:
     def fill_outcomes(self, *, borrowers: Sequence[Path] = ()) -> dict[str, int]:
         """Recompute the current rows that lack per-image outcomes (docs/noise.md): an equal accuracy
         adds them, a different one replaces the row and the copies in ``borrowers``' files; the counts
-        of :func:`dartlib.experiments.grid.fill_outcomes`."""
+        of :func:`dartlib.experiments.outcome_backfill.fill_outcomes`."""
         counts = fill_outcomes(self.cells, lambda cell: evaluate_cell(cell, self.context_of(cell)), path=self.path,
                                experiment=self.experiment, inputs=self._inputs, borrowers=list(borrowers))
         self.context.save_shared_source()

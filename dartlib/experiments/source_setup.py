@@ -11,7 +11,7 @@ from torch import nn
 
 from dartlib.data import load
 from dartlib.data.prepare import ensure_corrupted
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import frozen_bn_adapted, use_source_statistics
 from dartlib.models.checkpoints import load_checkpoint

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from dartlib.data.files import REGENERATE, DamagedFileError, atomic_path
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.models.artefacts import damaged_remedy, manifest_problem, refused
 from dartlib.models.backbones import build
 from dartlib.paths import data_root

@@ -26,7 +26,8 @@ from tqdm import tqdm
 
 from dartlib import __version__
 from dartlib.data.augmentation import augment, augment_resident, to_tensor
-from dartlib.data.sources import Dataset, load
+from dartlib.data.sources import load
+from dartlib.data.dataset import Dataset
 from dartlib.devices import autocast, default_device, precision, resident
 from dartlib.models.backbones import build
 from dartlib.models import states

@@ -63,13 +63,13 @@ def dart_overhead(
     training at >= 0.8x the images/second of a BN-adapt forward pass at the intermediate batch
     size; BNAdapt+DART at <= 1.05x the wall time of BNAdapt over the same test stream).
 
-    ``train`` and ``test`` are :class:`dartlib.data.sources.Dataset`; the test stream is the
+    ``train`` and ``test`` are :class:`dartlib.data.dataset.Dataset`; the test stream is the
     first ``stream_size`` test images in order. Each timing is the best of ``repeats``, the two
     members of a pair alternating so that machine noise hits both alike.
     """
     from dartlib.dart.refiner import RefinementModule, Refiner
     from dartlib.data.protocols import batches
-    from dartlib.dart.intermediate import train_refiner
+    from dartlib.dart.refiner_training import train_refiner
     from dartlib.models.backbones import frozen_bn_adapted
     from dartlib.data.augmentation import to_tensor
 
@@ -127,9 +127,9 @@ def dart_overhead(
 def shared_pass_speedup(model: torch.nn.Module, train, *, configs, n_steps: int = 20, repeats: int = 2,
                         device: str = "cpu") -> pd.DataFrame:
     """Training the refiners of ``configs`` (which share their intermediate batches) one after
-    the other against in one pass (:func:`dartlib.dart.intermediate.train_refiners`), ``n_steps`` steps
+    the other against in one pass (:func:`dartlib.dart.refiner_training.train_refiners`), ``n_steps`` steps
     each; best of ``repeats``, the two alternating so that machine noise hits both alike."""
-    from dartlib.dart.intermediate import train_refiner, train_refiners
+    from dartlib.dart.refiner_training import train_refiner, train_refiners
 
     def alone() -> None:
         for config in configs:

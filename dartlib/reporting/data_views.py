@@ -13,7 +13,8 @@ import pandas as pd
 from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS, corrupt
 from dartlib.data.protocols import batches, long_tailed_counts
-from dartlib.data.sources import DOMAINS, DataMissingError, status
+from dartlib.data.sources import DOMAINS, status
+from dartlib.data.dataset import DataMissingError
 from dartlib.reporting.figures import HALF_WIDTH, WIDTH, save_figure
 
 

@@ -40,7 +40,7 @@ from torch import nn
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data.corruptions import corrupt
 from dartlib.data.protocols import TEST_BATCH_SIZE, class_balanced, long_tailed
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.experiments.settings import Settings
 from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
 from dartlib.models.backbones import frozen_bn_adapted
@@ -403,7 +403,8 @@ def select_alpha(
         SettingError, cache_key, check_device, check_every_class, check_model, check_supported, default_cache_dir,
         labelled_images,
     )
-    from dartlib.dart.intermediate import load_or_train_refiners, model_probe
+    from dartlib.dart.intermediate import load_or_train_refiners
+    from dartlib.dart.refiner_probe import model_probe
 
     config = DartConfig() if config is None else config
     device = check_device(device)

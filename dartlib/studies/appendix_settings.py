@@ -16,7 +16,8 @@ import pandas as pd
 
 from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.data import load, protocols
-from dartlib.data.sources import SOURCES, DataMissingError, Dataset
+from dartlib.data.sources import SOURCES
+from dartlib.data.dataset import DataMissingError, Dataset
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid, parse_params
 from dartlib.experiments.settings import Settings

@@ -23,7 +23,8 @@ import pandas as pd
 import torch
 
 from dartlib import devices
-from dartlib.dart.intermediate import load_or_train_refiner, refiner_path, train_refiner
+from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
+from dartlib.dart.refiner_training import train_refiner
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
 from dartlib.experiments.keyed_tables import keyed_table, stamp_path, study_inputs

@@ -20,7 +20,7 @@ import torch
 
 from dartlib.analysis.confusion import matrices_from_rows, matrix_rows
 from dartlib.analysis.hoc import hoc_estimate, nearest_neighbours, transition_matrix
-from dartlib.data.sources import CIFAR10_CLASSES, FMNIST_CLASSES
+from dartlib.data.dataset import CIFAR10_CLASSES, FMNIST_CLASSES
 from dartlib.experiments.keyed_tables import keyed_table, study_inputs
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup, prepare_source

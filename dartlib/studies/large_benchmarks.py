@@ -26,7 +26,8 @@ import torch
 from dartlib import tta
 from dartlib.dart.refiner import DartConfig
 from dartlib.data.corruptions import CORRUPTIONS
-from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, Dataset, expected_path, load
+from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, expected_path, load
+from dartlib.data.dataset import Dataset
 from dartlib.devices import default_device
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid

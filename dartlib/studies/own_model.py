@@ -36,7 +36,7 @@ import json
 from dartlib import __version__
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load
-from dartlib.data.sources import Dataset
+from dartlib.data.dataset import Dataset
 from dartlib.data.augmentation import to_tensor
 from dartlib.data.protocols import TEST_BATCH_SIZE, long_tailed
 from dartlib.models.artefacts import COMMITTED_DIR as _CHECKPOINTS, refused

@@ -108,7 +108,7 @@ def finetune_iabn(
     last epoch, bit for bit as if never stopped, and one made from another start is set aside with
     a warning. Each entry of the returned log has its epoch's ``seconds``."""
     from dartlib.data.protocols import class_balanced
-    from dartlib.data.sources import Dataset
+    from dartlib.data.dataset import Dataset
     from dartlib.models.training import EpochBatches, cosine_lr, sgd_epoch
 
     if per_class:

@@ -420,7 +420,8 @@ class SettingsTree(Section):
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> SettingsTree:
         """The tree of flat ``values`` (a profile's, keyed by :data:`SETTINGS`' keys): a key absent
-        keeps its default; a key the tree does not know raises KeyError naming the valid ones."""
+        keeps its default; a key the tree does not know raises KeyError naming the valid ones (the
+        inverse: read each :class:`Place`)."""
         unknown = sorted(set(values) - set(SETTINGS))
         if unknown:
             raise KeyError(f"unknown settings {unknown}; valid: {', '.join(SETTINGS)}")
@@ -490,12 +491,3 @@ def register_root(cls: type) -> None:
 def default_values() -> dict[str, Any]:
     """Every setting's default, by its flat key: the base every profile's chain starts from."""
     return {key: place.default() for key, place in SETTINGS.items()}
-
-
-def flat_values(tree: SettingsTree) -> dict[str, Any]:
-    """The flat values of ``tree``, by key (the inverse of :meth:`SettingsTree.from_values`)."""
-    out = {}
-    for key, place in SETTINGS.items():
-        holder = tree if place.section is None else getattr(tree, place.section)
-        out[key] = getattr(holder, place.name)
-    return out

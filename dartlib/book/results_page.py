@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from dartlib.book.results_sections import (alpha_advice_block, benchmark_table_block, claims_tally, jpeg_block,
+                                           section_blocks)
 from dartlib.paths import REPO_ROOT
 from dartlib.studies.paper_config import PAPER_NOTE
 
@@ -147,7 +149,6 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     from dartlib.paths import results_dir
     from dartlib.studies import all_corruptions, memo_views, paper_config
     from dartlib.studies.diagnosis import diagnosis_results
-    from dartlib.book.results_sections import section_blocks
 
     settings = Settings.from_profile(profile)
     rows = paper_config.paper_config_results(profile=profile, compute=False)
@@ -210,21 +211,6 @@ def figure3_caption(*, profile: str = PROFILE) -> str:
             f"[results/cpu/shortcut/](results/cpu/shortcut/README.md).*\n")
 
 
-def claims_tally(*, profile: str = PROFILE) -> str:
-    """The README's tally of the claims ledger on ``profile``'s committed results (the counts of
-    :func:`dartlib.book.claims_page.count_line` and :func:`~dartlib.book.claims_page.size_line`), in words."""
-    from dartlib.book.claims import evaluate
-    from dartlib.book.claims_page import PAGE_RESULTS, size_counts, verdict_counts
-    from dartlib.experiments.settings import Settings
-
-    table = evaluate(profile, corrupted_dataset=Settings.from_profile(profile).test.corrupted_dataset,
-                     folder=PAGE_RESULTS[profile])
-    size = size_counts(table=table)
-    return (f"of {len(table)} checks, " + ", ".join(f"{n} {v}" for v, n in verdict_counts(table=table).items())
-            + f". Size, for the {sum(size.values())} checks of a sentence that states one: "
-            + ", ".join(f"{n} {s.lower()}" for s, n in size.items()) + ".\n")
-
-
 def readme_blocks(*, profile: str = PROFILE) -> dict[str, str]:
     """The README's generated blocks, by name: its Figure 3 caption and its tally of the claims ledger."""
     return {"figure3_caption": figure3_caption(profile=profile), "claims_tally": claims_tally(profile=profile)}
@@ -232,10 +218,9 @@ def readme_blocks(*, profile: str = PROFILE) -> dict[str, str]:
 
 def other_pages() -> dict[Path, dict[str, str]]:
     """The generated blocks of the other docs pages, by page: docs/profiles.md's gpu tally
-    (:func:`claims_tally`), docs/deviations.md's JPEG bound (:func:`~dartlib.book.results_sections.jpeg_block`)
+    (:func:`~dartlib.book.results_sections.claims_tally`), docs/deviations.md's JPEG bound (:func:`~dartlib.book.results_sections.jpeg_block`)
     and docs/using-dart.md's alpha advice (:func:`~dartlib.book.results_sections.alpha_advice_block`), docs/gpu.md's
     H200 rates (:func:`~dartlib.book.results_sections.benchmark_table_block`)."""
-    from dartlib.book.results_sections import alpha_advice_block, benchmark_table_block, jpeg_block
     from dartlib.paths import results_dir
 
     return {PROFILES_PAGE: {"gpu_claims_tally": "Its ledger ([claims.md](claims.md)): " + claims_tally(profile="gpu")},

@@ -6,7 +6,7 @@ Blocks (``NAME``): Table 1's BNAdapt rows and CIFAR-10C-imb over notebook 15's t
 beside the paper's mean ± std (``table1_seeds``, :func:`dartlib.studies.diagnosis.seed_table`); the gpu
 profile's Table 1 and CIFAR-10C-imb means beside the paper's (``gpu_table1``, ``gpu_imb``, from
 ``results/gpu/table1.csv`` and ``results/gpu/online_imbalance.csv``); the gpu ledger's tally
-(``gpu_claims_tally``, :func:`dartlib.book.results_page.claims_tally`); notebook 14's backbone study
+(``gpu_claims_tally``, :func:`claims_tally`); notebook 14's backbone study
 (``backbone_study``, :func:`dartlib.studies.backbone_strength.study_table`); and docs/deviations.md's
 JPEG bound (``jpeg_bound``, :func:`dartlib.studies.jpeg_bound.jpeg_bound_table`) and docs/using-dart.md's
 alpha advice (``alpha_advice``, the committed output of ``benchmarks/alpha_advice.py``); docs/gpu.md's H200
@@ -32,7 +32,8 @@ def seeds_block(*, profile: str) -> str:
     """Notebook 15's seed replicas of Table 1's refiner (``results/<profile>/diagnosis.csv``): per
     setting, mean ± std over seeds of the mean over the corruptions, beside the paper's mean ± std."""
     from dartlib.experiments.settings import Settings
-    from dartlib.studies.diagnosis import diagnosis_results, seed_table
+    from dartlib.studies.diagnosis import diagnosis_results
+    from dartlib.studies.diagnosis_report import seed_table
 
     settings = Settings.from_profile(profile)
     rows, _ = diagnosis_results(profile=profile, compute=False, names=list(settings.diagnosis.variants))
@@ -168,10 +169,23 @@ def benchmark_table_block(*, path) -> str:
     return lines[0] + "\n\n" + "\n".join(line for line in lines if line.startswith("|")) + "\n"
 
 
+def claims_tally(*, profile: str) -> str:
+    """The README's tally of the claims ledger on ``profile``'s committed results (the counts of
+    :func:`dartlib.book.claims_page.count_line` and :func:`~dartlib.book.claims_page.size_line`), in words."""
+    from dartlib.book.claims import evaluate
+    from dartlib.book.claims_page import PAGE_RESULTS, size_counts, verdict_counts
+    from dartlib.experiments.settings import Settings
+
+    table = evaluate(profile, corrupted_dataset=Settings.from_profile(profile).test.corrupted_dataset,
+                     folder=PAGE_RESULTS[profile])
+    size = size_counts(table=table)
+    return (f"of {len(table)} checks, " + ", ".join(f"{n} {v}" for v, n in verdict_counts(table=table).items())
+            + f". Size, for the {sum(size.values())} checks of a sentence that states one: "
+            + ", ".join(f"{n} {s.lower()}" for s, n in size.items()) + ".\n")
+
+
 def section_blocks(*, profile: str) -> dict[str, str]:
     """The blocks of this module for ``docs/results.md``, by name."""
-    from dartlib.book.results_page import claims_tally
-
     return {"table1_seeds": seeds_block(profile=profile), "gpu_table1": gpu_table1_block(),
             "gpu_imb": gpu_imb_block(), "gpu_claims_tally": ("The claims ledger on gpu (`python -m dartlib claims --profile gpu`, kept in "
                                  "`results/gpu/claims.txt`): " + claims_tally(profile="gpu")),

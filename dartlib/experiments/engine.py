@@ -9,8 +9,10 @@ loaded once by the caller and passed in; the engine names no method.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import itertools
 import inspect
 import os
 import time
@@ -24,7 +26,6 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from dartlib import tta
 from dartlib.dart.refiner import Refiner, config_dict
@@ -34,13 +35,13 @@ from dartlib.data.sources import DOMAIN_FOLDERS
 from dartlib import devices
 from dartlib.devices import resident
 from dartlib.devices import precision as device_precision
-from dartlib.data.protocols import TEST_BATCH_SIZE, batches
+from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.experiments import grid as results_store
 from dartlib.experiments.grid import Cell
 from dartlib.experiments.settings import Settings
 from dartlib.models.artefacts import weights_digest
 from dartlib.models.backbones import bf16_forward, frozen_bn_adapted
-from dartlib.data.augmentation import images_to_float, to_tensor
+from dartlib.models.streams import Predictor, TestStream, stream_correct
 from dartlib.data.files import CacheDiscardedWarning
 from dartlib.experiments.outcomes import CellOutcomes
 
@@ -353,6 +354,17 @@ class TestTimeContext:
                                    torch.from_numpy(labels).to(self.device))
         return self._resident[key]
 
+    def test_stream(self, cell: Cell) -> TestStream:
+        """``cell``'s test stream (:func:`cell_stream`) in batches of this context's test batch size
+        (a ``test_batch=`` item in the cell's params overrides it), on :attr:`device`: resident
+        there on a GPU (:func:`dartlib.devices.resident`; the set copied once, :meth:`resident_set`)
+        but for a pooled stream; else on the host, each batch moved there."""
+        images, labels, order = cell_stream(cell)
+        batch_size = int(cell.options.get("test_batch", self.batch_size))  # the test batch-size study
+        if resident(self.device) and "pool" not in cell.options:
+            images, labels = self.resident_set(cell, images, labels)
+        return TestStream(images=images, labels=labels, order=order, batch_size=batch_size, device=self.device)
+
     def shared_source(self) -> SharedSourceLogits:
         """The memoised f_theta0_bar every cell shares, made on first use (with the entries
         :attr:`logits_store` holds)."""
@@ -471,22 +483,6 @@ def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
     return order[:limit] if limit else order
 
 
-def adapted_logits(adapter: tta.Adapter, images: np.ndarray, order: np.ndarray, *, batch_size: int,
-                   device: str = "cpu", progress: bool = False, desc: str = "") -> Iterator[torch.Tensor]:
-    """The logits an adapter returns for each batch of the stream, adapting as it goes."""
-    # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
-    bar = {} if progress else {"disable": True}
-    for idx in tqdm(list(batches(order, batch_size=batch_size)), desc=desc, leave=False, **bar):
-        yield adapter(to_tensor(images[idx]).to(device))
-
-
-def adapt_predictions(adapter: tta.Adapter, images: np.ndarray, order: np.ndarray, *, batch_size: int,
-                      device: str = "cpu", progress: bool = False, desc: str = "") -> np.ndarray:
-    """The class an adapter predicts for each image of the stream, batch by batch."""
-    return np.concatenate([logits.argmax(1).cpu().numpy() for logits in adapted_logits(
-        adapter, images, order, batch_size=batch_size, device=device, progress=progress, desc=desc)])
-
-
 def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(images, labels, order) of a cell's test stream (corrupted sets cached across cells).
 
@@ -575,26 +571,42 @@ def _set_digest_at(dataset: str, corruption: str, severity: int, image_size: int
 
 
 def evaluate_cell(cell: Cell, context: TestTimeContext, *, progress: bool = False) -> dict:
-    """Run one cell; returns ``n`` and ``accuracy`` for :func:`dartlib.experiments.grid.run_grid`.
-    A ``test_batch=`` item in the cell's params overrides the context's test batch size. On a GPU
-    (:func:`dartlib.devices.resident`) the test set stays there (:meth:`TestTimeContext.resident_set`),
-    the correct predictions are counted there and read back once, and the shared f_theta0_bar's
-    memo is keyed by the stream and the batch's index (not by the batch's bytes)."""
+    """Run one cell (Alg. 2: DART at test time, with the cell's refiner); returns ``n``,
+    ``accuracy`` and the per-image ``outcomes`` for :func:`dartlib.experiments.grid.run_grid`.
+    The cell's adapter walks its test stream (:meth:`TestTimeContext.test_stream`: on a GPU resident
+    there) through the one evaluation loop, :func:`dartlib.models.streams.run_stream`."""
     torch.manual_seed(cell.seed)
-    images, labels, order = cell_stream(cell)
-    batch_size = int(cell.options.get("test_batch", context.batch_size))  # the test batch-size study
-    size = len(labels)
-    if resident(context.device) and "pool" not in cell.options:
-        images, labels = context.resident_set(cell, images, labels)
-        correct = _resident_correct(cell, context, images, labels, order, batch_size=batch_size)
-    else:
-        predictions = adapt_predictions(context.adapter(cell), images, order, batch_size=batch_size,
-                                        device=context.device, progress=progress, desc=cell.label())
-        correct = predictions == labels[order]
-    outcomes = CellOutcomes.from_stream(order=order, correct=correct, size=size)
+    stream = context.test_stream(cell)
+    with _named_batches(context.adapter(cell), context=context, cell=cell, stream=stream) as predictor:
+        correct = stream_correct(predictor, stream, progress=progress, desc=cell.label())
+    outcomes = CellOutcomes.from_stream(order=stream.order, correct=correct, size=len(stream.labels))
     # 100 * (correct / n), not (100 * correct) / n: the two differ in the last bit, and the
     # stored grids were computed this way.
-    return {"n": len(order), "accuracy": 100.0 * (int(correct.sum()) / len(order)), "outcomes": outcomes}
+    return {"n": len(stream), "accuracy": 100.0 * (int(correct.sum()) / len(stream)), "outcomes": outcomes}
+
+
+@contextlib.contextmanager
+def _named_batches(adapter: tta.Adapter, *, context: TestTimeContext, cell: Cell,
+                   stream: TestStream) -> Iterator[Predictor]:
+    """``adapter`` as the loop's predictor. On a resident stream the shared f_theta0_bar memo is
+    told, before each batch, which batch it reads (the stream's digest, batch size and precision,
+    and the batch's number), so that the batch's bytes are not read back from the device to be
+    hashed; the memo's key is cleared when the stream ends."""
+    shared = context._shared if context.share_source else None
+    if shared is None or not stream.resident:
+        yield adapter
+        return
+    name = f"{stream_digest(cell)}|b{stream.batch_size}|{context.forward_precision()}"
+    numbers = itertools.count()
+
+    def predictor(x: torch.Tensor) -> torch.Tensor:
+        shared.key = f"{name}|{next(numbers)}"
+        return adapter(x)
+
+    try:
+        yield predictor
+    finally:
+        shared.key = None
 
 
 def run_cells(cells: Iterable[Cell], context: TestTimeContext | Callable[[Cell], TestTimeContext], *, path: Path,
@@ -608,27 +620,6 @@ def run_cells(cells: Iterable[Cell], context: TestTimeContext | Callable[[Cell],
     return results_store.run_grid(cells, lambda c: evaluate_cell(c, context_of(c), progress=cell_progress), path=path,
                                   experiment=experiment, progress=progress, inputs=lambda c: context_of(c).inputs(c),
                                   reuse=reuse)
-
-
-def _resident_correct(cell: Cell, context: TestTimeContext, images: torch.Tensor, labels: torch.Tensor,
-                     order: np.ndarray, *, batch_size: int) -> np.ndarray:
-    """Whether ``cell``'s adapter classifies each image of its stream correctly (stream order), the
-    test set (``images``, ``labels``) on the device; read back once."""
-    adapter = context.adapter(cell)
-    shared = context._shared if context.share_source else None
-    stream = f"{stream_digest(cell)}|b{batch_size}|{context.forward_precision()}"
-    order_dev = torch.from_numpy(order).to(context.device)
-    correct = []
-    try:
-        for i, start in enumerate(range(0, len(order), batch_size)):
-            idx = order_dev[start : start + batch_size]
-            if shared is not None:
-                shared.key = f"{stream}|{i}"
-            correct.append(adapter(images_to_float(images[idx])).argmax(1) == labels[idx])
-    finally:
-        if shared is not None:
-            shared.key = None
-    return torch.cat(correct).cpu().numpy()
 
 
 def prepare_context(

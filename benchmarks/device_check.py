@@ -24,7 +24,8 @@ from dartlib.data import load
 from dartlib.data.prepare import prepare_corrupted
 from dartlib.experiments.grid import Cell
 from dartlib.dart.intermediate import load_or_train_refiner
-from dartlib.experiments.engine import TestTimeContext, cell_stream
+from dartlib.experiments.cell_streams import cell_stream
+from dartlib.experiments.engine import TestTimeContext
 from dartlib.models.streams import TestStream, stream_predictions
 from dartlib.studies.table1 import TABLE1_METHODS
 from dartlib.models.checkpoints import checkpoint_path, load_checkpoint

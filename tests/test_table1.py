@@ -42,7 +42,7 @@ def test_every_table1_method_runs_with_and_without_dart(tiny_corrupted, tmp_path
 
 
 def test_stream_limit_keeps_the_first_images_of_the_lt_order():
-    from dartlib.experiments.engine import stream_order
+    from dartlib.experiments.cell_streams import stream_order
 
     labels = np.repeat(np.arange(10), 100)
     full, limited = (stream_order(labels, c) for c in
@@ -62,7 +62,7 @@ def test_unknown_refiner_names_are_refused():
 def test_shared_source_logits_change_no_prediction(tiny_corrupted):
     """The memoised f_theta0_bar gives every method with DART (and ODS's tracker) exactly the
     predictions of a fresh frozen copy per cell."""
-    from dartlib.experiments.engine import cell_stream
+    from dartlib.experiments.cell_streams import cell_stream
     from dartlib.models.streams import TestStream, stream_predictions
 
     torch.manual_seed(0)
@@ -98,7 +98,7 @@ def test_shared_source_logits_change_no_prediction(tiny_corrupted):
 
 def test_stream_protocols_of_the_appendix_tables():
     from dartlib.experiments.grid import Cell
-    from dartlib.experiments.engine import stream_order
+    from dartlib.experiments.cell_streams import stream_order
 
     labels = np.repeat(np.arange(10), 100)
 
@@ -122,7 +122,7 @@ def test_mixed_stream_pools_every_corruption(tmp_path, monkeypatch):
     from dartlib.data import sources
     from dartlib.data.corruptions import CORRUPTIONS
     from dartlib.experiments.grid import Cell
-    from dartlib.experiments.engine import cell_stream
+    from dartlib.experiments.cell_streams import cell_stream
 
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
     folder = sources.corrupted_dir("fmnistc")

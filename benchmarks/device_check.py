@@ -24,7 +24,9 @@ from dartlib.data import load
 from dartlib.data.prepare import prepare_corrupted
 from dartlib.experiments.grid import Cell
 from dartlib.dart.intermediate import load_or_train_refiner
-from dartlib.experiments.engine import TestTimeContext, adapt_predictions, cell_stream
+from dartlib.experiments.cell_streams import cell_stream
+from dartlib.experiments.engine import TestTimeContext
+from dartlib.models.streams import TestStream, stream_predictions
 from dartlib.studies.table1 import TABLE1_METHODS
 from dartlib.models.checkpoints import checkpoint_path, load_checkpoint
 from dartlib.models.training import train_source
@@ -34,8 +36,8 @@ from dartlib.tta.note import load_or_finetune_iabn
 def predictions(context: TestTimeContext, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
     torch.manual_seed(cell.seed)
     images, labels, order = cell_stream(cell)
-    return adapt_predictions(context.adapter(cell), images, order, batch_size=context.batch_size,
-                             device=context.device), labels[order]
+    stream = TestStream(images=images, order=order, batch_size=context.batch_size, device=context.device)
+    return stream_predictions(context.adapter(cell), stream), labels[order]
 
 
 def main() -> None:

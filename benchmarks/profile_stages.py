@@ -160,10 +160,10 @@ def test_stage(width: int, batch: int, steps: int) -> tuple:
     folder.mkdir(exist_ok=True)
     np.save(folder / "gaussian_noise.npy", np.concatenate([images] * 5))
     np.save(folder / "labels.npy", np.tile(labels, 5))
-    from dartlib.experiments import engine
+    from dartlib.experiments import cell_streams
 
-    engine._corrupted_at.cache_clear()  # the test set just written, not one read before
-    engine._set_digest_at.cache_clear()
+    cell_streams._corrupted_at.cache_clear()  # the test set just written, not one read before
+    cell_streams._set_digest_at.cache_clear()
     refiner, _ = train_refiner(model, train, DartConfig(n_dir=10), progress=False, max_steps=2)
     cell = Cell(dataset="fmnistc", shift="none", shift_param=None, corruption="gaussian_noise", severity=5,
                 method="bnadapt", refiner="dart")

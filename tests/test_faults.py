@@ -443,7 +443,7 @@ def test_tqdm_disable_silences_grid_and_training_bars(tmp_path, monkeypatch, cap
 def test_the_engines_test_set_cache_follows_the_data_root(tmp_path, monkeypatch):
     """A corrupted set cached by the engine is never served after the data root moved (the cache
     was keyed on the set's name alone: a second data root got the first one's images)."""
-    from dartlib.experiments.engine import cell_stream
+    from dartlib.experiments.cell_streams import cell_stream
     from dartlib.experiments.grid import Cell
 
     cell = Cell(dataset="fmnistc", shift="lt", shift_param=1.0, corruption="gaussian_noise", severity=5,

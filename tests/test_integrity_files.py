@@ -291,9 +291,10 @@ def test_a_temporary_file_is_never_a_planted_link(tmp_path, monkeypatch):
 
 
 def test_the_memo_lock_is_never_written_through_a_link(tiny, tmp_path):
-    from dartlib.experiments.engine import SharedSourceLogits
+    from dartlib.experiments.engine import ENGINE_REVISION
+    from dartlib.experiments.source_logits import SharedSourceLogits
 
-    memo = SharedSourceLogits(tiny[0])
+    memo = SharedSourceLogits(tiny[0], revision=ENGINE_REVISION)
     target = tmp_path / "victim.csv"
     target.write_text("kept\n")
     path = memo.store_path(tmp_path)

@@ -13,10 +13,11 @@ import torch
 
 from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.data.files import DamagedFileError
-from dartlib.experiments import engine
+from dartlib.experiments import cell_streams, engine
 from dartlib.experiments.engine import TestTimeContext, evaluate_cell
 from dartlib.experiments.grid import StaleRowsWarning, read_results, run_grid
 from dartlib.experiments.grid_status import grid_status
+from dartlib.experiments.source_logits import SharedSourceLogits
 from dartlib.studies.table1 import table1_cells
 from dartlib.models.backbones import small_cnn
 
@@ -33,6 +34,11 @@ def fmnistc_dir(tmp_path, monkeypatch):
     np.save(folder / "labels.npy", np.tile(labels, 5))
     monkeypatch.setenv("DART_FMNISTC_DIR", str(folder))
     return folder
+
+
+def _memo(source):
+    """A shared f_theta0_bar memo of ``source``, made as the engine makes it."""
+    return SharedSourceLogits(source, revision=engine.ENGINE_REVISION)
 
 
 def _context() -> TestTimeContext:
@@ -60,8 +66,8 @@ def _change_test_data(folder) -> None:
     images = np.load(folder / "fog.npy")
     images[-1, 0, 0, 0] ^= 1  # one bit of one pixel of severity 5's last image
     np.save(folder / "fog.npy", images)
-    engine._corrupted_at.cache_clear()  # a new process reads the file afresh; this one caches it
-    engine._set_digest_at.cache_clear()
+    cell_streams._corrupted_at.cache_clear()  # a new process reads the file afresh; this one caches it
+    cell_streams._set_digest_at.cache_clear()
 
 
 # Each change alone, applied to a fresh context: (what, the cell it must turn stale, how).
@@ -179,29 +185,27 @@ def test_a_row_whose_count_is_not_a_finite_count_is_refused_naming_the_line(n, t
 
 
 def test_the_shared_source_memo_persists_merges_and_serves_bit_identical_logits(tmp_path):
-    from dartlib.experiments.engine import SharedSourceLogits
 
     torch.manual_seed(0)
     source = small_cnn(10, width=4).eval()
     x1, x2 = torch.rand(8, 3, 32, 32), torch.rand(8, 3, 32, 32)
-    first, second = SharedSourceLogits(source), SharedSourceLogits(source)
+    first, second = _memo(source), _memo(source)
     a, b = first(x1), second(x2)
     first.save(tmp_path)
     second.save(tmp_path)  # merged with what the first saved, not overwriting it
-    third = SharedSourceLogits(source)
+    third = _memo(source)
     assert third.load(tmp_path) == 2
     assert torch.equal(third(x1), a) and torch.equal(third(x2), b) and third.hits == 2
-    other = SharedSourceLogits(small_cnn(10, width=4).eval())  # other weights: another file
+    other = _memo(small_cnn(10, width=4).eval())  # other weights: another file
     assert other.load(tmp_path) == 0
 
 
 def _memo_with_two_entries(tmp_path):
-    from dartlib.experiments.engine import SharedSourceLogits
 
     torch.manual_seed(0)
     source = small_cnn(10, width=4).eval()
     x1, x2 = torch.rand(8, 3, 32, 32), torch.rand(8, 3, 32, 32)
-    memo = SharedSourceLogits(source)
+    memo = _memo(source)
     truth = memo(x1), memo(x2)
     return source, (x1, x2), truth, memo.save(tmp_path)
 
@@ -209,7 +213,6 @@ def _memo_with_two_entries(tmp_path):
 def _tamper(path, *, negate=True, digest=True, made_by=None):
     """Rewrite a saved memo: its logits negated; with ``digest`` the stored sha256 made to match
     the new contents (a consistent lie that only a recomputation can catch)."""
-    from dartlib.experiments.engine import SharedSourceLogits
 
     blob = torch.load(path, weights_only=True)
     blob["memo"] = {k: -v if negate else v for k, v in blob["memo"].items()}
@@ -221,11 +224,11 @@ def _tamper(path, *, negate=True, digest=True, made_by=None):
 
 
 def test_a_negated_memo_with_a_matching_digest_fails_its_spot_check_and_is_rebuilt(tmp_path):
-    from dartlib.experiments.engine import CacheDiscardedWarning, SharedSourceLogits
+    from dartlib.data.files import CacheDiscardedWarning
 
     source, (x1, x2), truth, path = _memo_with_two_entries(tmp_path)
     _tamper(path, digest=True)
-    memo = SharedSourceLogits(source)
+    memo = _memo(source)
     assert memo.load(tmp_path) == 2  # what made it and its digest agree: read
     with pytest.warns(CacheDiscardedWarning, match=rf"{re.escape(str(path))}: the shared source-logits memo gave "
                                                   r"logits .* from a fresh forward pass .*spot check.*discarded") as caught:
@@ -233,13 +236,13 @@ def test_a_negated_memo_with_a_matching_digest_fails_its_spot_check_and_is_rebui
     assert len(caught) == 1 and not path.exists()
     assert torch.equal(memo(x2), truth[1])  # every entry of the file dropped: computed afresh
     memo.save(tmp_path)  # rebuilt, correct
-    again = SharedSourceLogits(source)
+    again = _memo(source)
     assert again.load(tmp_path) == 2 and torch.equal(again(x1), truth[0]) and torch.equal(again(x2), truth[1])
 
 
 def test_a_grid_context_writes_its_memo_anew_after_a_discard(tmp_path):
     """The context that read a memo which then failed its spot check writes the rebuilt one at the end."""
-    from dartlib.experiments.engine import CacheDiscardedWarning, SharedSourceLogits
+    from dartlib.data.files import CacheDiscardedWarning
 
     source, (x1, x2), truth, path = _memo_with_two_entries(tmp_path)
     _tamper(path, digest=True)
@@ -250,20 +253,20 @@ def test_a_grid_context_writes_its_memo_anew_after_a_discard(tmp_path):
     shared(x2)
     assert not path.exists()
     context.save_shared_source()
-    again = SharedSourceLogits(source)
+    again = _memo(source)
     assert again.load(tmp_path) == 2 and torch.equal(again(x1), truth[0]) and torch.equal(again(x2), truth[1])
 
 
 @pytest.mark.parametrize("fault", ["contents", "engine", "old-format", "unreadable"])
 def test_a_memo_that_fails_its_record_is_discarded_when_read(tmp_path, fault):
-    from dartlib.experiments.engine import CacheDiscardedWarning, SharedSourceLogits
+    from dartlib.data.files import CacheDiscardedWarning
 
     source, (x1, _), truth, path = _memo_with_two_entries(tmp_path)
     if fault == "contents":
         _tamper(path, digest=False)
         match = "has contents that do not match the sha256 stored with them"
     elif fault == "engine":
-        made_by = {**SharedSourceLogits(source).made_by(), "engine": engine.ENGINE_REVISION - 1}
+        made_by = {**_memo(source).made_by(), "engine": engine.ENGINE_REVISION - 1}
         _tamper(path, negate=False, made_by=made_by)
         match = "was made by .* not by this computation's"
     elif fault == "old-format":
@@ -272,7 +275,7 @@ def test_a_memo_that_fails_its_record_is_discarded_when_read(tmp_path, fault):
     else:
         path.write_bytes(path.read_bytes()[:100])
         match = "is unreadable"
-    memo = SharedSourceLogits(source)
+    memo = _memo(source)
     with pytest.warns(CacheDiscardedWarning, match=rf"{re.escape(str(path))}: the shared source-logits memo {match}"):
         assert memo.load(tmp_path) == 0
     assert not path.exists() and len(memo) == 0

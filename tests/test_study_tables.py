@@ -42,9 +42,9 @@ def test_study_inputs_change_with_the_model_the_test_set_and_each_setting(settin
     images = np.load(tiny_corrupted / "gaussian_noise.npy")
     images[-1, 0, 0, 0] ^= 1  # one bit of one image at severity 5
     np.save(tiny_corrupted / "gaussian_noise.npy", images)
-    from dartlib.experiments import engine
-    engine._set_digest_at.cache_clear()
-    engine._corrupted_at.cache_clear()
+    from dartlib.experiments import cell_streams
+    cell_streams._set_digest_at.cache_clear()
+    cell_streams._corrupted_at.cache_clear()
     assert digest(_setup()) != first
 
 

@@ -42,7 +42,7 @@ def test_every_table1_method_runs_with_and_without_dart(tiny_corrupted, tmp_path
 
 
 def test_stream_limit_keeps_the_first_images_of_the_lt_order():
-    from dartlib.experiments.engine import stream_order
+    from dartlib.experiments.cell_streams import stream_order
 
     labels = np.repeat(np.arange(10), 100)
     full, limited = (stream_order(labels, c) for c in
@@ -62,7 +62,8 @@ def test_unknown_refiner_names_are_refused():
 def test_shared_source_logits_change_no_prediction(tiny_corrupted):
     """The memoised f_theta0_bar gives every method with DART (and ODS's tracker) exactly the
     predictions of a fresh frozen copy per cell."""
-    from dartlib.experiments.engine import adapt_predictions, cell_stream
+    from dartlib.experiments.cell_streams import cell_stream
+    from dartlib.models.streams import TestStream, stream_predictions
 
     torch.manual_seed(0)
     source = small_cnn(10, width=4).eval()
@@ -80,15 +81,16 @@ def test_shared_source_logits_change_no_prediction(tiny_corrupted):
     changed = 0
     for cell in cells:
         images, labels, order = cell_stream(cell)
+        stream = TestStream(images=images, order=order, batch_size=40)
         preds = {}
         for share, context in contexts.items():
             torch.manual_seed(cell.seed)
-            preds[share] = adapt_predictions(context.adapter(cell), images, order, batch_size=40)
+            preds[share] = stream_predictions(context.adapter(cell), stream)
         assert np.array_equal(preds[False], preds[True]), cell.label()
         if cell.refiner == "dart":
             torch.manual_seed(cell.seed)
-            plain = adapt_predictions(contexts[True].adapter(cell.__class__(**{**cell.__dict__, "refiner": "none"})),
-                                      images, order, batch_size=40)
+            plain = stream_predictions(contexts[True].adapter(cell.__class__(**{**cell.__dict__, "refiner": "none"})),
+                                       stream)
             changed += int(not np.array_equal(plain, preds[True]))
     assert contexts[True]._shared.hits > 0
     assert changed >= 5  # the refiner is not the identity, so the comparison above is not vacuous
@@ -96,7 +98,7 @@ def test_shared_source_logits_change_no_prediction(tiny_corrupted):
 
 def test_stream_protocols_of_the_appendix_tables():
     from dartlib.experiments.grid import Cell
-    from dartlib.experiments.engine import stream_order
+    from dartlib.experiments.cell_streams import stream_order
 
     labels = np.repeat(np.arange(10), 100)
 
@@ -120,7 +122,7 @@ def test_mixed_stream_pools_every_corruption(tmp_path, monkeypatch):
     from dartlib.data import corrupted_sets
     from dartlib.data.corruptions import CORRUPTIONS
     from dartlib.experiments.grid import Cell
-    from dartlib.experiments.engine import cell_stream
+    from dartlib.experiments.cell_streams import cell_stream
 
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
     folder = corrupted_sets.corrupted_dir("fmnistc")

@@ -4,221 +4,46 @@ Every cell starts from a fresh copy of the model its method adapts (the source c
 trained input the method declares: :attr:`dartlib.tta.base.Adapter.reads_context`), adapts online
 over the stream in batches, and scores the predictions it returns (the refined ones with DART).
 Shared inputs (the source model, g_phi, the methods' trained inputs, the corrupted test sets) are
-loaded once by the caller and passed in; the engine names no method.
+loaded once by the caller and passed in; the engine names no method. A cell's test stream is read
+by :mod:`dartlib.experiments.cell_streams`, walked by the one evaluation loop
+(:func:`dartlib.models.streams.run_stream`), and the frozen source model's logits its refiner reads
+are memoised across cells by :mod:`dartlib.experiments.source_logits`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import itertools
 import inspect
-import os
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from dartlib import tta
 from dartlib.dart.refiner import Refiner, config_dict
-from dartlib.data import load, protocols
-from dartlib.data.corruptions import CORRUPTIONS, jpeg_round_trip
-from dartlib.data.sources import DOMAIN_FOLDERS
+from dartlib.data import load
 from dartlib import devices
 from dartlib.devices import resident
 from dartlib.devices import precision as device_precision
-from dartlib.data.protocols import TEST_BATCH_SIZE, batches
+from dartlib.data.protocols import TEST_BATCH_SIZE
 from dartlib.experiments import grid as results_store
+from dartlib.experiments.cell_streams import cell_stream, set_digest, stream_digest
 from dartlib.experiments.grid import Cell
 from dartlib.experiments.settings import Settings
 from dartlib.models.artefacts import weights_digest
-from dartlib.models.backbones import bf16_forward, frozen_bn_adapted
-from dartlib.data.augmentation import images_to_float, to_tensor
-from dartlib.data.files import CacheDiscardedWarning
+from dartlib.models.backbones import bf16_forward
+from dartlib.models.streams import Predictor, TestStream, stream_correct
 from dartlib.experiments.outcomes import CellOutcomes
-
-MEMO_SPOT_CHECKS = 3  # entries read from a memo file that are recomputed and compared, per process
-
-
-class SharedSourceLogits:
-    """f_theta0_bar (the frozen BN-adapted source model) with its logits memoised per test batch.
-
-    In BN-adapt mode the logits are a pure function of the batch, so every cell of a grid that
-    sees the same batch (each method with DART) can share one forward pass. Keys
-    are digests of the batch's bytes; values are bit-identical to a fresh forward pass.
-
-    A memo kept on disk (:meth:`save`) cannot lie: its file records what made it (the source
-    weights' digest, the torch version, the thread count, :data:`ENGINE_REVISION`) and a sha256 of
-    its contents, both checked when it is read (:meth:`load`); and the first
-    :data:`MEMO_SPOT_CHECKS` entries of the file that a process uses are recomputed and compared.
-    A file that fails any check is discarded (deleted, its entries dropped) with one
-    :class:`CacheDiscardedWarning` naming it, and the memo is rebuilt from fresh forwards; so no
-    result is computed from an entry that a check could refute.
-    """
-
-    def __init__(self, source: nn.Module) -> None:
-        self.frozen = frozen_bn_adapted(source)
-        self._memo: dict[str, torch.Tensor] = {}
-        self._from_file: set[str] = set()  # keys read from a memo file, not yet vouched for by a spot check
-        self._checked = 0
-        self._directory: Path | None = None
-        self.on_disk = 0  # entries known to be in the memo's file (0 after a discard: it is written anew)
-        self.hits = 0
-        # Set by a device-resident cell before each batch (:func:`evaluate_cell`): the stream and the
-        # batch's index name the batch, so that its bytes are not read back to be hashed.
-        self.key: str | None = None
-
-    def to(self, device: str | torch.device) -> SharedSourceLogits:
-        self.frozen.to(device)
-        return self
-
-    def __len__(self) -> int:
-        return len(self._memo)
-
-    def store_path(self, directory: Path) -> Path:
-        """Where :meth:`save` keeps this memo: named by the source weights, the torch version and
-        thread count (a forward's last bits may depend on both), so a file only ever serves the
-        computation that made it."""
-        tag = f"{weights_digest(self.frozen)[:16]}-torch{torch.__version__}-t{torch.get_num_threads()}"
-        return directory / f"source-logits-{tag}.pt"
-
-    def made_by(self) -> dict:
-        """What this memo's entries are a function of: the frozen model's weights, the torch version,
-        the thread count and the engine's revision (stored with the file, compared when read)."""
-        return {"source": weights_digest(self.frozen), "torch": str(torch.__version__),
-                "threads": torch.get_num_threads(), "engine": ENGINE_REVISION}
-
-    @staticmethod
-    def contents_digest(memo: dict[str, torch.Tensor]) -> str:
-        """sha256 over the memo's keys and the bytes of its tensors, in key order."""
-        h = hashlib.sha256()
-        for key in sorted(memo):
-            value = memo[key].detach().cpu().contiguous()
-            h.update(f"{key}|{value.dtype}|{tuple(value.shape)}\n".encode())
-            h.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
-        return h.hexdigest()
-
-    def save(self, directory: Path) -> Path:
-        """Write the memo (CPU tensors) to :meth:`store_path`, atomically, merged under a lock with
-        the entries other processes saved there meanwhile, with :meth:`made_by` and the digest of
-        its contents; returns the path."""
-        from dartlib.models.checkpoints import save_weights
-
-        path = self.store_path(directory)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with self._locked(path):
-            self._read(path)
-            memo = {k: v.cpu() for k, v in self._memo.items()}
-            save_weights({"memo": memo, "made_by": self.made_by(), "sha256": self.contents_digest(memo)}, path=path)
-            self.on_disk = len(memo)
-        return path
-
-    def load(self, directory: Path) -> int:
-        """Add the entries :meth:`save` wrote for this source, torch version and thread count
-        (none where there is no such file, or where the file fails its checks: it is then
-        discarded with one warning); returns how many were read."""
-        path = self.store_path(directory)
-        self._directory = directory
-        if not path.is_file():
-            return 0
-        with self._locked(path):
-            return self._read(path)
-
-    @staticmethod
-    def _locked(path: Path):
-        import contextlib
-        import fcntl
-        import os
-
-        from dartlib.data.files import open_lock
-
-        @contextlib.contextmanager
-        def hold():
-            fd = open_lock(path.with_name(f".{path.name}.lock"), folder=path.parent)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)  # releases the lock
-
-        return hold()
-
-    def _read(self, path: Path) -> int:
-        """The entries of ``path`` not yet in memory, after checking what made the file and its
-        contents' digest (the caller holds the file's lock); a file that fails is discarded."""
-        from dartlib.data.files import DamagedFileError
-        from dartlib.models.checkpoints import load_weights
-
-        if not path.is_file():
-            return 0
-        try:
-            blob = load_weights(path, required=("memo",))
-        except DamagedFileError as err:
-            return self._discard(path, f"is unreadable ({err.problem})")
-        memo, made_by = blob["memo"], blob.get("made_by")
-        if made_by != self.made_by():
-            what = ("holds no record of what made it" if made_by is None else
-                    f"was made by {made_by}, not by this computation's {self.made_by()}")
-            return self._discard(path, what)
-        if blob.get("sha256") != self.contents_digest(memo):
-            return self._discard(path, "has contents that do not match the sha256 stored with them (altered or damaged "
-                                       "after it was written)")
-        device = next(self.frozen.parameters()).device
-        new = {k: v.to(device) for k, v in memo.items() if k not in self._memo}
-        self._memo.update(new)
-        self._from_file.update(new)
-        self.on_disk = len(memo)
-        return len(memo)
-
-    def _discard(self, path: Path, problem: str) -> int:
-        """Delete the memo file ``path`` and drop the entries read from it, with one warning."""
-        import warnings
-
-        for key in self._from_file:
-            self._memo.pop(key, None)
-        self._from_file.clear()
-        self.on_disk = 0
-        path.unlink(missing_ok=True)
-        warnings.warn(f"{path}: the shared source-logits memo {problem}; discarded: it is rebuilt from fresh "
-                      f"forward passes (nothing to do)", CacheDiscardedWarning, stacklevel=4)
-        return 0
-
-    @torch.no_grad()
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.key is not None:
-            key = f"{tuple(x.shape)}|{x.dtype}|{x.device}|stream {self.key}"
-        else:
-            data = x.detach().contiguous().cpu().numpy()
-            key = f"{tuple(x.shape)}|{x.dtype}|{x.device}|{hashlib.blake2b(data.tobytes(), digest_size=16).hexdigest()}"
-        if key in self._memo and key in self._from_file and self._checked < MEMO_SPOT_CHECKS:
-            fresh = self.frozen(x)  # the spot check: a file's entry is used only once a fresh forward agrees
-            stored = self._memo[key]
-            if stored.shape == fresh.shape and torch.allclose(stored.float(), fresh.float(), rtol=1e-4, atol=1e-4):
-                self._checked += 1
-            else:
-                path = self.store_path(self._directory) if self._directory is not None else Path("memo")
-                gap = (stored.float() - fresh.float()).abs().max().item() if stored.shape == fresh.shape else None
-                if self._directory is not None:
-                    with self._locked(path):
-                        self._discard(path, f"gave logits {'of another shape' if gap is None else f'{gap:.3g} away'} "
-                                            f"from a fresh forward pass of the same batch (spot check)")
-                else:
-                    self._discard(path, "failed its spot check")
-                self._memo[key] = fresh
-                return fresh
-        if key in self._memo:
-            self.hits += 1
-        else:
-            self._memo[key] = self.frozen(x)
-        return self._memo[key]
-
+from dartlib.experiments.source_logits import SharedSourceLogits
 
 
 def machine_device() -> str:
@@ -245,7 +70,7 @@ class TestTimeContext:
     device: str = field(default_factory=machine_device)
     options: dict = field(default_factory=dict)  # per-method keyword options
     refiners: dict = field(default_factory=dict)  # further named refiners (e.g. "dart-split")
-    share_source: bool = True  # one memoised f_theta0_bar for all cells (see SharedSourceLogits)
+    share_source: bool = True  # one memoised f_theta0_bar for all cells (see source_logits.SharedSourceLogits)
     # a folder where that memo persists between runs (SharedSourceLogits.save), None: memory only
     logits_store: Path | None = None
     # the backbone's forward precision, "" for the device's (:func:`dartlib.devices.precision`)
@@ -290,7 +115,8 @@ class TestTimeContext:
         :func:`dartlib.experiments.grid.run_grid`): every field of this context (the test batch
         size, the method's options, any field added later) with the trained inputs the cell reads
         (the source model's weights, the weights and settings of its refiner, the trained inputs its method reads),
-        the test stream itself (:func:`stream_digest`: the test images, labels and order) and
+        the test stream itself (:func:`~dartlib.experiments.cell_streams.stream_digest`: the test
+        images, labels and order) and
         the revisions of the method and of the engine. Fields are read from the dataclass, not
         from a list kept by hand, so that a new setting cannot be left out; only
         :attr:`NOT_INPUTS` are skipped."""
@@ -343,9 +169,10 @@ class TestTimeContext:
         return model
 
     def resident_set(self, cell: Cell, images: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """The test set ``cell`` draws from (``images``, ``labels``: :func:`cell_stream`'s) on
+        """The test set ``cell`` draws from (``images``, ``labels``:
+        :func:`~dartlib.experiments.cell_streams.cell_stream`'s) on
         :attr:`device`, copied there on first use; the last 16 sets copied stay there."""
-        key = _set_digest(cell)
+        key = set_digest(cell)
         if key not in self._resident:
             if len(self._resident) >= 16:
                 self._resident.pop(next(iter(self._resident)))
@@ -353,13 +180,24 @@ class TestTimeContext:
                                    torch.from_numpy(labels).to(self.device))
         return self._resident[key]
 
+    def test_stream(self, cell: Cell) -> TestStream:
+        """``cell``'s test stream (:func:`~dartlib.experiments.cell_streams.cell_stream`) in batches
+        of this context's test batch size (a ``test_batch=`` item in the cell's params overrides
+        it), on :attr:`device`: resident there on a GPU (:func:`dartlib.devices.resident`; the set copied once, :meth:`resident_set`)
+        but for a pooled stream; else on the host, each batch moved there."""
+        images, labels, order = cell_stream(cell)
+        batch_size = int(cell.options.get("test_batch", self.batch_size))  # the test batch-size study
+        if resident(self.device) and "pool" not in cell.options:
+            images, labels = self.resident_set(cell, images, labels)
+        return TestStream(images=images, labels=labels, order=order, batch_size=batch_size, device=self.device)
+
     def shared_source(self) -> SharedSourceLogits:
         """The memoised f_theta0_bar every cell shares, made on first use (with the entries
         :attr:`logits_store` holds)."""
         if self._shared is None and self._memo_from is not None:
             self._shared = self._memo_from.shared_source()
         if self._shared is None:
-            self._shared = SharedSourceLogits(self.source)
+            self._shared = SharedSourceLogits(self.source, revision=ENGINE_REVISION)
             self._shared.frozen = self.on_device(self._shared.frozen)
             if self.logits_store is not None:
                 self._saved = self._shared.load(self.logits_store)
@@ -429,172 +267,49 @@ def trained_input_names() -> list[str]:
     return sorted({name for cls in tta.METHODS.values() for name in cls.reads_context})
 
 
-def _data_location() -> tuple:
-    """Where data are read from (the data root and every ``DART_*`` folder override): part of the
-    test-set caches' keys, so a cache never serves a set read from another location."""
-    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("DART_") and k.endswith("_DIR")))
-
-
-def _corrupted(dataset: str, corruption: str, severity: int, image_size: int = 0):
-    return _corrupted_at(dataset, corruption, severity, image_size, _data_location())
-
-
-@lru_cache(maxsize=4)
-def _corrupted_at(dataset: str, corruption: str, severity: int, image_size: int, location: tuple):
-    if corruption == "clean":  # a natural-shift test set (CIFAR-10.1) or a clean one
-        return load(dataset, split="test")
-    if "->" in corruption:  # a domain scenario "source->target": the target domain is the test set
-        target = DOMAIN_FOLDERS[dataset][corruption.split("->")[1]]
-        return load(dataset, split=target, **({"image_size": image_size} if image_size else {}))
-    if image_size:
-        return load(dataset, corruption=corruption, severity=severity, image_size=image_size)
-    return load(dataset, corruption=corruption, severity=severity)
-
-
-def _mixed(dataset: str, severity: int) -> tuple[np.ndarray, np.ndarray]:
-    return _mixed_at(dataset, severity, _data_location())
-
-
-@lru_cache(maxsize=1)
-def _mixed_at(dataset: str, severity: int, location: tuple) -> tuple[np.ndarray, np.ndarray]:
-    parts = [load(dataset, corruption=c, severity=severity) for c in CORRUPTIONS]
-    return np.concatenate([p.images for p in parts]), np.concatenate([p.labels for p in parts])
-
-
-def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
-    """The test order of a cell (:func:`dartlib.data.protocols.test_order` of its shift); in the
-    params, ``subset=`` sets the online-imbalance subset size and ``limit=`` keeps the first images."""
-    options = cell.options
-    order = protocols.test_order(labels, shift=cell.shift, shift_param=cell.shift_param, seed=cell.seed,
-                                 subset_size=int(options.get("subset", 0)))
-    limit = int(options.get("limit", 0))
-    return order[:limit] if limit else order
-
-
-def adapted_logits(adapter: tta.Adapter, images: np.ndarray, order: np.ndarray, *, batch_size: int,
-                   device: str = "cpu", progress: bool = False, desc: str = "") -> Iterator[torch.Tensor]:
-    """The logits an adapter returns for each batch of the stream, adapting as it goes."""
-    # progress=False forces the bar off; otherwise tqdm decides (TQDM_DISABLE=1 silences it)
-    bar = {} if progress else {"disable": True}
-    for idx in tqdm(list(batches(order, batch_size=batch_size)), desc=desc, leave=False, **bar):
-        yield adapter(to_tensor(images[idx]).to(device))
-
-
-def adapt_predictions(adapter: tta.Adapter, images: np.ndarray, order: np.ndarray, *, batch_size: int,
-                      device: str = "cpu", progress: bool = False, desc: str = "") -> np.ndarray:
-    """The class an adapter predicts for each image of the stream, batch by batch."""
-    return np.concatenate([logits.argmax(1).cpu().numpy() for logits in adapted_logits(
-        adapter, images, order, batch_size=batch_size, device=device, progress=progress, desc=desc)])
-
-
-def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(images, labels, order) of a cell's test stream (corrupted sets cached across cells).
-
-    Corruption ``clean`` is the dataset's own test split (CIFAR-10.1 for CIFAR-10.1-LT);
-    a corruption ``<source>-><target>`` is the target domain of a domain benchmark (PACS,
-    OfficeHome, DomainNet-126); ``size=`` in the params sets the image size of the sets that are
-    resized on loading (domains, ImageNet-C);
-    corruption ``mixed`` is the mixed-domain set: all 15 corruptions of the severity in one pool
-    (Appendix, "DART in mixed domain TTA settings"); ``pool=`` in the params draws that many
-    images of the pool at random first (reduced profiles), before the shift protocol orders them;
-    ``jpeg_source=q`` corrupts the clean test images after one more JPEG round trip at quality q
-    (:func:`_jpeg_source_set`: what the JPEG copy of CIFAR-10 may cost, docs/deviations.md).
-    """
-    if cell.corruption == "mixed":
-        images, labels = _mixed(cell.dataset, int(cell.severity))
-    else:
-        data = _corrupted(cell.dataset, cell.corruption, int(cell.severity or 0), int(cell.options.get("size", 0)))
-        images, labels = data.images, data.labels
-    pool = int(cell.options.get("pool", 0))
-    if pool:
-        keep = np.sort(np.random.default_rng(cell.seed).permutation(len(labels))[:pool])
-        images, labels = images[keep], labels[keep]
-    quality = int(cell.options.get("jpeg_source", 0))
-    if quality:
-        if cell.corruption == "mixed" or pool:
-            raise ValueError(f"{cell.label()}: jpeg_source= applies to one generated corruption's test set, not a pool")
-        images = _jpeg_source_set(cell.dataset, cell.corruption, int(cell.severity or 0), quality)
-    return images, labels, stream_order(labels, cell)
-
-
-@lru_cache(maxsize=16)
-def _jpeg_source_set(dataset: str, corruption: str, severity: int, quality: int) -> np.ndarray:
-    """The generated corrupted set ``dataset`` (its clean source's test split), with the clean images
-    passed through one more JPEG round trip at ``quality`` before they are corrupted, with the set's
-    own seed schedule (:func:`dartlib.data.prepare.corrupt_like`): the same corruption draws on a base
-    image that went through JPEG once more."""
-    from dartlib.data.prepare import corrupt_like
-    from dartlib.data.sources import clean_source
-
-    clean = clean_source(dataset)(split="test")
-    return corrupt_like(dataset, jpeg_round_trip(clean.images, quality=quality), corruption=corruption,
-                        severity=severity)
-
-
 def paired(cells: list[Cell]) -> list[Cell]:
     """``cells`` less those that pair a refiner with a method that takes none
     (:attr:`dartlib.tta.Adapter.takes_refiner`: NoAdapt)."""
     return [c for c in cells if c.refiner == "none" or tta.METHODS[c.method].takes_refiner]
 
 
-def stream_digest(cell: Cell) -> str:
-    """sha256 of a cell's test stream as the engine reads it (:func:`cell_stream`): the digest of
-    the test set it draws from (:func:`_set_digest`) and the labels and indices of the stream in
-    order. A regenerated corrupted set, another protocol, subset or pool changes the cells that
-    read it."""
-    images, labels, order = cell_stream(cell)
-    h = hashlib.sha256(_set_digest(cell).encode())
-    h.update(f"{images.shape}".encode())
-    h.update(np.ascontiguousarray(labels[order]).astype("<i8").tobytes())
-    h.update(np.ascontiguousarray(order).astype("<i8").tobytes())
-    return h.hexdigest()[:16]
-
-
-def test_set_digest(dataset: str, *, corruption: str, severity: int) -> str:
-    """sha256 of the images and labels of a test set as the engine reads it (``"clean"``: the
-    data set's test split): a study's table over such a set is keyed by it."""
-    return _set_digest_at(dataset, corruption, int(severity or 0), 0, _data_location())
-
-
-def _set_digest(cell: Cell) -> str:
-    """sha256 of the images and labels of the test set a cell draws from (before any pool)."""
-    size = int(cell.options.get("size", 0))
-    return _set_digest_at(cell.dataset, cell.corruption, int(cell.severity or 0), size, _data_location())
-
-
-@lru_cache(maxsize=None)
-def _set_digest_at(dataset: str, corruption: str, severity: int, image_size: int, location: tuple) -> str:
-    if corruption == "mixed":
-        images, labels = _mixed_at(dataset, severity, location)
-    else:
-        data = _corrupted_at(dataset, corruption, severity, image_size, location)
-        images, labels = data.images, data.labels
-    h = hashlib.sha256(np.ascontiguousarray(images).data)
-    h.update(np.ascontiguousarray(labels).astype("<i8").tobytes())
-    return h.hexdigest()
-
-
 def evaluate_cell(cell: Cell, context: TestTimeContext, *, progress: bool = False) -> dict:
-    """Run one cell; returns ``n`` and ``accuracy`` for :func:`dartlib.experiments.grid.run_grid`.
-    A ``test_batch=`` item in the cell's params overrides the context's test batch size. On a GPU
-    (:func:`dartlib.devices.resident`) the test set stays there (:meth:`TestTimeContext.resident_set`),
-    the correct predictions are counted there and read back once, and the shared f_theta0_bar's
-    memo is keyed by the stream and the batch's index (not by the batch's bytes)."""
+    """Run one cell (Alg. 2: DART at test time, with the cell's refiner); returns ``n``,
+    ``accuracy`` and the per-image ``outcomes`` for :func:`dartlib.experiments.grid.run_grid`.
+    The cell's adapter walks its test stream (:meth:`TestTimeContext.test_stream`: on a GPU resident
+    there) through the one evaluation loop, :func:`dartlib.models.streams.run_stream`."""
     torch.manual_seed(cell.seed)
-    images, labels, order = cell_stream(cell)
-    batch_size = int(cell.options.get("test_batch", context.batch_size))  # the test batch-size study
-    size = len(labels)
-    if resident(context.device) and "pool" not in cell.options:
-        images, labels = context.resident_set(cell, images, labels)
-        correct = _resident_correct(cell, context, images, labels, order, batch_size=batch_size)
-    else:
-        predictions = adapt_predictions(context.adapter(cell), images, order, batch_size=batch_size,
-                                        device=context.device, progress=progress, desc=cell.label())
-        correct = predictions == labels[order]
-    outcomes = CellOutcomes.from_stream(order=order, correct=correct, size=size)
+    stream = context.test_stream(cell)
+    with _named_batches(context.adapter(cell), context=context, cell=cell, stream=stream) as predictor:
+        correct = stream_correct(predictor, stream, progress=progress, desc=cell.label())
+    outcomes = CellOutcomes.from_stream(order=stream.order, correct=correct, size=len(stream.labels))
     # 100 * (correct / n), not (100 * correct) / n: the two differ in the last bit, and the
     # stored grids were computed this way.
-    return {"n": len(order), "accuracy": 100.0 * (int(correct.sum()) / len(order)), "outcomes": outcomes}
+    return {"n": len(stream), "accuracy": 100.0 * (int(correct.sum()) / len(stream)), "outcomes": outcomes}
+
+
+@contextlib.contextmanager
+def _named_batches(adapter: tta.Adapter, *, context: TestTimeContext, cell: Cell,
+                   stream: TestStream) -> Iterator[Predictor]:
+    """``adapter`` as the loop's predictor. On a resident stream the shared f_theta0_bar memo is
+    told, before each batch, which batch it reads (the stream's digest, batch size and precision,
+    and the batch's number), so that the batch's bytes are not read back from the device to be
+    hashed; the memo's key is cleared when the stream ends."""
+    shared = context._shared if context.share_source else None
+    if shared is None or not stream.resident:
+        yield adapter
+        return
+    name = f"{stream_digest(cell)}|b{stream.batch_size}|{context.forward_precision()}"
+    numbers = itertools.count()
+
+    def predictor(x: torch.Tensor) -> torch.Tensor:
+        shared.key = f"{name}|{next(numbers)}"
+        return adapter(x)
+
+    try:
+        yield predictor
+    finally:
+        shared.key = None
 
 
 def run_cells(cells: Iterable[Cell], context: TestTimeContext | Callable[[Cell], TestTimeContext], *, path: Path,
@@ -608,27 +323,6 @@ def run_cells(cells: Iterable[Cell], context: TestTimeContext | Callable[[Cell],
     return results_store.run_grid(cells, lambda c: evaluate_cell(c, context_of(c), progress=cell_progress), path=path,
                                   experiment=experiment, progress=progress, inputs=lambda c: context_of(c).inputs(c),
                                   reuse=reuse)
-
-
-def _resident_correct(cell: Cell, context: TestTimeContext, images: torch.Tensor, labels: torch.Tensor,
-                     order: np.ndarray, *, batch_size: int) -> np.ndarray:
-    """Whether ``cell``'s adapter classifies each image of its stream correctly (stream order), the
-    test set (``images``, ``labels``) on the device; read back once."""
-    adapter = context.adapter(cell)
-    shared = context._shared if context.share_source else None
-    stream = f"{stream_digest(cell)}|b{batch_size}|{context.forward_precision()}"
-    order_dev = torch.from_numpy(order).to(context.device)
-    correct = []
-    try:
-        for i, start in enumerate(range(0, len(order), batch_size)):
-            idx = order_dev[start : start + batch_size]
-            if shared is not None:
-                shared.key = f"{stream}|{i}"
-            correct.append(adapter(images_to_float(images[idx])).argmax(1) == labels[idx])
-    finally:
-        if shared is not None:
-            shared.key = None
-    return torch.cat(correct).cpu().numpy()
 
 
 def prepare_context(

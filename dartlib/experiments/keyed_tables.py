@@ -36,12 +36,12 @@ def study_inputs(study: str, *, revision: int, values: Sequence[object] = (), mo
     its code changes what it computes), its settings ``values``, the weights of each trained input in
     ``models`` (a source model, a refiner: :func:`dartlib.models.artefacts.weights_digest`), the
     digest of each test set in ``sets`` (``(dataset, corruption, severity)``,
-    :func:`dartlib.experiments.engine.test_set_digest`), and the torch version and device that
+    :func:`dartlib.experiments.cell_streams.test_set_digest`), and the torch version and device that
     compute it."""
     import torch
 
     from dartlib.devices import default_device
-    from dartlib.experiments.engine import test_set_digest
+    from dartlib.experiments.cell_streams import test_set_digest
     from dartlib.models.artefacts import weights_digest
 
     return inputs_digest(f"{study}@{revision}", *values, *(weights_digest(getattr(m, "module", m)) for m in models),

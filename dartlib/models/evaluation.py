@@ -1,4 +1,6 @@
-"""Accuracy of a source model on clean and corrupted test sets, in the results schema."""
+"""Accuracy of a source model on clean and corrupted test sets, in the results schema, and the
+logits and features of a test stream; each stream is walked by the one loop,
+:func:`dartlib.models.streams.run_stream`."""
 
 from __future__ import annotations
 
@@ -12,11 +14,11 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from dartlib.data.augmentation import to_tensor
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.protocols import TEST_BATCH_SIZE, batches
 from dartlib.data.sources import load
 from dartlib.models.backbones import use_batch_statistics, use_source_statistics
+from dartlib.models.streams import TestStream, percent_correct, run_stream, stream_correct
 
 RESULT_COLUMNS = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner",
                   "seed", "n", "accuracy"]
@@ -64,10 +66,12 @@ def evaluated_on(model: nn.Module, device: str | None) -> tuple[nn.Module, str]:
 @torch.no_grad()
 def stream_logits(model: nn.Module, images, order, *, batch_size: int, device: str | None = None) -> list[torch.Tensor]:
     """Logits of consecutive batches of a test stream (``order`` indexes ``images``), computed by
-    ``model`` in its current BN mode; BN-adapt mode normalises each batch with its own statistics.
-    ``device``: where (:func:`evaluated_on`); the logits come back on the CPU."""
+    ``model`` in its current BN mode (:func:`dartlib.models.streams.run_stream`); BN-adapt mode
+    normalises each batch with its own statistics. ``device``: where (:func:`evaluated_on`); the
+    logits come back on the CPU."""
     model, device = evaluated_on(model, device)
-    return [model(to_tensor(images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
+    stream = TestStream(images=images, order=order, batch_size=batch_size, device=device)
+    return [logits.cpu() for logits, _ in run_stream(model, stream)]
 
 
 @torch.no_grad()
@@ -76,7 +80,8 @@ def stream_features(model: nn.Module, images, order, *, batch_size: int, device:
     ``model.head`` of them), for the additive-parameter variant of DART; ``device`` as in
     :func:`stream_logits`."""
     model, device = evaluated_on(model, device)
-    return [model.features(to_tensor(images[idx]).to(device)).cpu() for idx in batches(order, batch_size=batch_size)]
+    stream = TestStream(images=images, order=order, batch_size=batch_size, device=device)
+    return [features.cpu() for features, _ in run_stream(model.features, stream)]
 
 
 def correct_predictions(logits: Iterable[torch.Tensor], labels: np.ndarray, order: np.ndarray, *,
@@ -87,10 +92,11 @@ def correct_predictions(logits: Iterable[torch.Tensor], labels: np.ndarray, orde
                for batch_logits, idx in zip(logits, batches(order, batch_size=batch_size)))
 
 
-def stream_accuracy(logits: Iterable[torch.Tensor], labels: np.ndarray, order: np.ndarray, *, batch_size: int,
+def logits_accuracy(logits: Iterable[torch.Tensor], labels: np.ndarray, order: np.ndarray, *, batch_size: int,
                     refiner=None, features: list[torch.Tensor] | None = None) -> float:
-    """Accuracy (%) of per-batch logits, optionally refined per batch (BNAdapt+DART: the refiner
-    reads the same BN-adapted logits it refines; the additive variant also needs ``features``)."""
+    """Accuracy (%) of per-batch logits a stream gave before (:func:`stream_logits`), optionally
+    refined per batch (BNAdapt+DART: the refiner reads the same BN-adapted logits it refines;
+    the additive variant also needs ``features``)."""
     if refiner is not None:
         per_batch = features if features is not None else itertools.repeat(None)
         logits = (refiner(batch_logits, batch_logits, features=feats) for batch_logits, feats in zip(logits, per_batch))
@@ -103,9 +109,9 @@ def batch_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, 
     """Accuracy (%) over consecutive batches, in whatever BN mode ``model`` is in; ``device`` as in
     :func:`stream_logits`."""
     model, device = evaluated_on(model, device)
-    order = np.arange(len(labels))
-    logits = (model(to_tensor(images[idx]).to(device)) for idx in batches(order, batch_size=batch_size))
-    return stream_accuracy(logits, labels, order, batch_size=batch_size)
+    stream = TestStream(images=images, labels=labels, order=np.arange(len(labels)), batch_size=batch_size,
+                        device=device)
+    return percent_correct(stream_correct(model, stream))
 
 
 @torch.no_grad()
@@ -113,12 +119,10 @@ def resident_accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tens
     """:func:`batch_accuracy` of uint8 NHWC ``images`` and ``labels`` resident on a device: the
     predictions are counted there and read back once (:mod:`dartlib.devices`: the backbone's
     precision applies)."""
-    from dartlib.data.augmentation import images_to_float
     from dartlib.devices import autocast
 
-    correct = torch.zeros((), dtype=torch.long, device=images.device)
-    for start in range(0, len(labels), batch_size):
+    def predictor(x: torch.Tensor) -> torch.Tensor:
         with autocast(images.device):
-            logits = model(images_to_float(images[start : start + batch_size]))
-        correct += (logits.argmax(1) == labels[start : start + batch_size]).sum()
-    return 100.0 * int(correct) / len(labels)
+            return model(x)
+
+    return percent_correct(stream_correct(predictor, TestStream(images=images, labels=labels, batch_size=batch_size)))

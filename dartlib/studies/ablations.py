@@ -34,7 +34,7 @@ from dartlib.experiments.engine import TestTimeContext, prepare_context, require
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import frozen_bn_adapted
-from dartlib.models.evaluation import stream_accuracy, stream_features
+from dartlib.models.evaluation import logits_accuracy, stream_features
 from dartlib.paths import results_dir
 from dartlib.registry import UnknownNameError, unknown_name_message
 from dartlib.reporting.figures import WIDTH, save_figure
@@ -109,7 +109,7 @@ def bnadapt_streams(
 def refined_accuracy(stream: Stream, refiner: Refiner | None) -> float:
     """Accuracy (%) of BNAdapt (``refiner`` None) or BNAdapt + refiner on one stream (its logits,
     its features and the refiner on one device)."""
-    return stream_accuracy(stream.logits, stream.labels, np.arange(len(stream.labels)), batch_size=stream.batch_size,
+    return logits_accuracy(stream.logits, stream.labels, np.arange(len(stream.labels)), batch_size=stream.batch_size,
                            refiner=refiner, features=stream.features)
 
 

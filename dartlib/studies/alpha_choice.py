@@ -42,7 +42,7 @@ from dartlib.data.corruptions import corrupt
 from dartlib.data.protocols import TEST_BATCH_SIZE, class_balanced, long_tailed
 from dartlib.data.dataset import Dataset
 from dartlib.experiments.settings import Settings
-from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
+from dartlib.models.evaluation import evaluated_on, logits_accuracy, stream_logits
 from dartlib.models.backbones import frozen_bn_adapted
 
 
@@ -72,7 +72,7 @@ def heldout_rows(model: nn.Module, refiner: Refiner, held: Dataset, *, rhos=(1, 
         order = long_tailed(held.labels, rho=float(rho), seed=seed)
         logits = stream_logits(frozen, held.images, order, batch_size=batch_size, device=device)
         refiner.reset()
-        dart = stream_accuracy(logits, held.labels, order, batch_size=batch_size, refiner=refiner)
+        dart = logits_accuracy(logits, held.labels, order, batch_size=batch_size, refiner=refiner)
         refiner.reset()
         w_dev, b_dev = [], []
         for batch in logits:
@@ -81,7 +81,7 @@ def heldout_rows(model: nn.Module, refiner: Refiner, held: Dataset, *, rhos=(1, 
             w_dev.append(float(torch.linalg.matrix_norm(w - eye)))
             b_dev.append(float(torch.linalg.vector_norm(b)))
         rows.append({"rho": float(rho), "n": len(order),
-                     "bnadapt": stream_accuracy(logits, held.labels, order, batch_size=batch_size), "dart": dart,
+                     "bnadapt": logits_accuracy(logits, held.labels, order, batch_size=batch_size), "dart": dart,
                      "w_minus_i": float(np.mean(w_dev)), "b_norm": float(np.mean(b_dev))})
     return rows
 

@@ -112,7 +112,7 @@ def identifiability_study(*, settings: Settings, context: TestTimeContext, per_c
     source model's forwards read from ``context``'s shared memo (the grid's, so nothing is
     computed twice)."""
     from dartlib.data import load
-    from dartlib.experiments.engine import cell_stream
+    from dartlib.experiments.cell_streams import cell_stream
 
     forward = context.shared_source()
     streams = {cell.corruption: cell_stream(cell) for cell in identifiability_cells(settings)}
@@ -130,7 +130,7 @@ IDENTIFIABILITY_REVISION = 1
 def identifiability_inputs(*, settings: Settings, per_class: int) -> str:
     """The digest of what :func:`identifiability_study` reads: the source model's file, the test
     streams, the test batch size, ``per_class`` and the study's revision."""
-    from dartlib.experiments.engine import stream_digest
+    from dartlib.experiments.cell_streams import stream_digest
     from dartlib.experiments.keyed_tables import inputs_digest
     from dartlib.models.artefacts import sha256_of
 

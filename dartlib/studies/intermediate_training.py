@@ -22,7 +22,7 @@ from dartlib.data import load, protocols
 from dartlib.experiments.keyed_tables import keyed_table, study_inputs
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
-from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
+from dartlib.models.evaluation import evaluated_on, logits_accuracy, stream_logits
 from dartlib.paths import results_dir
 from dartlib.reporting.figures import WIDTH, HeatScale, confusion_heatmap, save_figure
 from dartlib.reporting.paper import load_table
@@ -54,7 +54,7 @@ def refiner_accuracy(streams: Mapping[tuple[str, float], Stream], refiners: Mapp
         {"experiment": "intermediate_training", "dataset": dataset, "shift": "lt", "shift_param": rho,
          "corruption": corruption, "severity": severity, "method": "bnadapt", "refiner": name,
          "seed": seed, "n": len(order),
-         "accuracy": stream_accuracy(logits, labels, order, batch_size=batch_size, refiner=ref)}
+         "accuracy": logits_accuracy(logits, labels, order, batch_size=batch_size, refiner=ref)}
         for (corruption, rho), (labels, order, logits) in streams.items() for name, ref in refiners.items()])
 
 

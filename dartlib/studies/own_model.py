@@ -41,6 +41,7 @@ from dartlib.data.augmentation import to_tensor
 from dartlib.data.protocols import TEST_BATCH_SIZE, long_tailed
 from dartlib.models.artefacts import COMMITTED_DIR as _CHECKPOINTS, refused
 from dartlib.models.checkpoints import load_or_train
+from dartlib.models.streams import TestStream, percent_correct, stream_correct
 from dartlib.paths import data_root
 from dartlib.provenance import cpu_model_name
 from dartlib.tta.wrap import stream_accuracy, wrap
@@ -214,9 +215,8 @@ def clean_accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, *, 
                    batch_size: int = 500) -> float:
     """Accuracy (%) of ``model`` with its stored BN statistics (NoAdapt) on clean images."""
     model.eval()
-    correct = sum(int((model(to_tensor(images[i:i + batch_size]).to(device)).argmax(1).cpu().numpy()
-                       == labels[i:i + batch_size]).sum()) for i in range(0, len(labels), batch_size))
-    return 100.0 * correct / len(labels)
+    stream = TestStream(images=images, labels=labels, batch_size=batch_size, device=device)
+    return percent_correct(stream_correct(model, stream))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dartlib.data import load, protocols
 from dartlib.experiments.keyed_tables import keyed_table, study_inputs
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
-from dartlib.models.evaluation import evaluated_on, stream_accuracy, stream_logits
+from dartlib.models.evaluation import evaluated_on, logits_accuracy, stream_logits
 from dartlib.paths import results_dir
 from dartlib.reporting.figures import HALF_WIDTH, WIDTH, row_colours, save_figure
 
@@ -59,7 +59,7 @@ def accuracy_against_rho(*, frozen: nn.Module, source: nn.Module, refiner, datas
             for method, logits, ref in (("noadapt", stored, None), ("bnadapt", adapted, None),
                                         ("bnadapt+dart", adapted, refiner)):
                 rows.append({"corruption": corruption, "rho": rho, "method": method,
-                             "accuracy": stream_accuracy(logits, ds.labels, order, batch_size=batch_size, refiner=ref)})
+                             "accuracy": logits_accuracy(logits, ds.labels, order, batch_size=batch_size, refiner=ref)})
     return pd.DataFrame(rows).groupby(["method", "rho"], as_index=False)["accuracy"].mean()
 
 

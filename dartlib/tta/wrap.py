@@ -24,7 +24,7 @@ from torch import nn
 
 from dartlib.dart.fit import Data, SettingError, check_device, labelled_images
 from dartlib.dart.refiner import Refiner
-from dartlib.data.augmentation import to_tensor
+from dartlib.models.streams import TestStream, percent_correct, stream_correct
 from dartlib.tta import METHODS, Adapter, make
 
 # Methods that read penultimate features: they need model.features(x) and model.head (nn.Linear).
@@ -106,7 +106,8 @@ def wrap(method: str, *, model: nn.Module, refiner: Refiner | None = None, devic
 def stream_accuracy(adapter: Adapter, data: Data, *, num_classes: int, batch_size: int, device: str | torch.device,
                     order: np.ndarray | None = None) -> float:
     """Accuracy (%) of the logits ``adapter`` returns over a test stream, batch by batch, adapting
-    as it goes. ``data``: labelled test images in a layout of :func:`dartlib.dart.fit.labelled_images`
+    as it goes (:func:`dartlib.models.streams.run_stream`, the loop every evaluation runs).
+    ``data``: labelled test images in a layout of :func:`dartlib.dart.fit.labelled_images`
     (a class may be absent); ``order``: the stream's image indices (a label-shifted order, e.g.
     ``dartlib.data.protocols.long_tailed(labels, rho=100, seed=0)``), default every image in turn.
     The labels only score the predictions; the adapter never sees them. Refused: logits of another
@@ -116,14 +117,22 @@ def stream_accuracy(adapter: Adapter, data: Data, *, num_classes: int, batch_siz
     order = np.arange(len(test)) if order is None else np.asarray(order)
     if len(order) == 0:
         raise SettingError("the test stream is empty: order= holds no index")
-    correct = 0
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        logits = adapter(to_tensor(test.images[idx]).to(device))
-        if start == 0 and (logits.ndim != 2 or logits.shape[1] != num_classes):
-            raise SettingError(f"the adapter returns logits of shape {tuple(logits.shape)} but num_classes={num_classes}: "
-                               f"pass the number of the model's outputs (num_classes={logits.shape[-1]}), with labels "
-                               f"0..{logits.shape[-1] - 1}")
-        predicted = logits.argmax(1).cpu().numpy()
-        correct += int((predicted == test.labels[idx]).sum())
-    return 100.0 * correct / len(order)
+    stream = TestStream(images=test.images, labels=test.labels, order=order, batch_size=batch_size, device=device)
+    return percent_correct(stream_correct(WidthCheck(adapter, num_classes=num_classes), stream))
+
+
+class WidthCheck:
+    """``adapter`` with the width of the logits it returns for the first batch checked against
+    ``num_classes`` (a stream scored against labels 0..num_classes-1)."""
+
+    def __init__(self, adapter: Adapter, *, num_classes: int) -> None:
+        self.adapter, self.num_classes, self.checked = adapter, num_classes, False
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.adapter(x)
+        if not self.checked and (logits.ndim != 2 or logits.shape[1] != self.num_classes):
+            raise SettingError(f"the adapter returns logits of shape {tuple(logits.shape)} but num_classes="
+                               f"{self.num_classes}: pass the number of the model's outputs (num_classes="
+                               f"{logits.shape[-1]}), with labels 0..{logits.shape[-1] - 1}")
+        self.checked = True
+        return logits

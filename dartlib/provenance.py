@@ -81,8 +81,9 @@ SETTING_MARK = "S:"  # a line of the reads log naming a setting the kernel read 
 
 def record_setting_reads(log: Path) -> None:
     """Append to ``log`` each setting this process reads from the settings tree from now on (once
-    each), as ``S:key=<value as JSON>``: a page records the values it read, so that a profile edit
-    makes stale exactly the pages that read the value (:func:`stale_parameters`)."""
+    each), as ``S:key=<value as JSON>`` (the value the code read, which a study may have derived
+    from the profile's). The runner records the profile's value of each (a page depends on it), so
+    that a profile edit makes stale exactly the pages that read the value (:func:`stale_parameters`)."""
     import json
 
     from dartlib import settings_tree

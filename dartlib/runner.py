@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,12 +223,14 @@ papermill_engines.register(CELL_ENGINE, _CellReportingEngine)
 
 
 def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Path,
-             on_cell: Callable[[CellProgress], None] | None = None, guard: TimeGuard | None = None) -> None:
+             on_cell: Callable[[CellProgress], None] | None = None, guard: TimeGuard | None = None,
+             values: Mapping[str, object] | None = None) -> None:
     """Execute ``path`` into ``output`` with papermill; ``on_cell`` hears each code cell start;
     ``guard`` bounds every cell by the run's time left. The executed notebook's metadata keeps the
     files it read and the code it ran, with their sha256 (``metadata.dart.inputs``), the figures it
-    wrote (``metadata.dart.outputs``) and the parameters it was given (``metadata.dart.parameters``,
-    :mod:`dartlib.provenance`)."""
+    wrote (``metadata.dart.outputs``) and the profile values it depends on (``metadata.dart.parameters``,
+    :mod:`dartlib.provenance`): those it was given, and ``values``' value (the run's profile) of each
+    setting its code read through the settings tree, directly or through settings derived from them."""
     reads = log.with_suffix(".reads")
     reads.parent.mkdir(parents=True, exist_ok=True)
     reads.unlink(missing_ok=True)
@@ -257,9 +259,10 @@ def _execute(path: Path, output: Path, parameters: dict[str, object], *, log: Pa
     read = [line for line in lines if not line.startswith((OUTPUT_MARK, SETTING_MARK))]
     wrote = [line[len(OUTPUT_MARK):] for line in lines if line.startswith(OUTPUT_MARK)]
     nb = nbformat.read(output, as_version=4)
-    # the values the page was given and those it read from its profile through the settings tree
+    read_settings = setting_reads(lines)
+    depends = {k: values[k] for k in read_settings if k in values} if values is not None else read_settings
     nb.metadata["dart"] = {"inputs": input_digests(read), "outputs": input_digests(wrote),
-                           "parameters": {**setting_reads(lines), **{k: v for k, v in parameters.items() if k != OVERRIDES}}}
+                           "parameters": {**depends, **{k: v for k, v in parameters.items() if k != OVERRIDES}}}
     nbformat.write(nb, output)
 
 
@@ -363,7 +366,7 @@ def run_profile(
             bar.set_postfix_str(f"{stem}: {progress}")  # cells done of total, and the one running
 
         try:
-            _execute(path, out_dir / path.name, chosen, log=log, on_cell=show, guard=guard)
+            _execute(path, out_dir / path.name, chosen, log=log, on_cell=show, guard=guard, values=params)
             if publish_runs:
                 publish(out_dir / path.name, profile=profile)
             runs.append(NotebookRun(path.stem, time.perf_counter() - start, "ok"))

@@ -186,6 +186,12 @@ def test_an_override_the_cell_does_not_take_reaches_the_settings_and_the_page_re
     assert [r.status for r in runs] == ["ok"], runs
     page = nbformat.read(next((tmp_path / "out").rglob("01_ok.ipynb")), as_version=4)
     assert page.metadata["dart"]["parameters"] == {"profile": "smoke", "seed": 5, "dart_alpha": 0.1}
+    # a value the code derives from the profile's is recorded as the profile's: the page depends on that
+    code = code.replace("settings = Settings.from_params(globals())", "settings = Settings.from_params(globals()).replace(dart_alpha=3.0)")
+    nbformat.write(_notebook(code.replace("(5, 0.1)", "(5, 3.0)"), params='profile = "smoke"'), nb_dir / "01_ok.ipynb")
+    assert [r.status for r in runner.run_profile(profile="smoke", overrides={"seed": 5}, output=tmp_path / "out")] == ["ok"]
+    page = nbformat.read(next((tmp_path / "out").rglob("01_ok.ipynb")), as_version=4)
+    assert page.metadata["dart"]["parameters"] == {"profile": "smoke", "seed": 5, "dart_alpha": 0.1}
 
 
 def test_kernel_log_lines_go_to_a_file_not_the_terminal(tmp_path, capfd):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +68,7 @@ class Section:
     def __getattribute__(self, name: str) -> Any:
         value = object.__getattribute__(self, name)
         if on_read is not None:
-            key = _KEYS.get((type(self), name))
+            key = _keys_of(type(self)).get(name)
             if key is not None:
                 on_read(key, value)
         return value
@@ -421,7 +422,7 @@ class SettingsTree(Section):
     def from_values(cls, values: Mapping[str, Any]) -> SettingsTree:
         """The tree of flat ``values`` (a profile's, keyed by :data:`SETTINGS`' keys): a key absent
         keeps its default; a key the tree does not know raises KeyError naming the valid ones (the
-        inverse: read each :class:`Place`)."""
+        inverse: :func:`flat_values`)."""
         unknown = sorted(set(values) - set(SETTINGS))
         if unknown:
             raise KeyError(f"unknown settings {unknown}; valid: {', '.join(SETTINGS)}")
@@ -432,8 +433,7 @@ class SettingsTree(Section):
                 top[where.name] = value
             else:
                 sections.setdefault(where.section, {})[where.name] = value
-        kinds = {f.name: f.default_factory for f in dataclasses.fields(cls) if f.name not in ("profile", "seed")}
-        return cls(**top, **{name: kinds[name](**sections.get(name, {})) for name in kinds})
+        return cls(**top, **{name: kind(**sections.get(name, {})) for name, kind in SECTIONS.items()})
 
 
 @dataclass(frozen=True)
@@ -475,19 +475,24 @@ def _places() -> dict[str, Place]:
 # flat key -> where it lives in the tree, in the tree's order
 SETTINGS: dict[str, Place] = _places()
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(SettingsTree) if "why" not in f.metadata}
-# (section class, field name) -> flat key, for :data:`on_read`; the root's under SettingsTree and its subclasses
-_KEYS: dict[tuple[type, str], str] = {
-    (SettingsTree if p.section is None else SECTIONS[p.section], p.name): key for key, p in SETTINGS.items()}
+# section class (SettingsTree for the root) -> its fields' names -> their flat keys, for :data:`on_read`
+_KEYS: dict[type, dict[str, str]] = {}
+for _key, _place in SETTINGS.items():
+    _KEYS.setdefault(SettingsTree if _place.section is None else SECTIONS[_place.section], {})[_place.name] = _key
 
 
-def register_root(cls: type) -> None:
-    """Let reads of the root settings (profile, seed) of ``cls``, a subclass of :class:`SettingsTree`, reach
-    :data:`on_read` too."""
-    for key, p in SETTINGS.items():
-        if p.section is None:
-            _KEYS[(cls, p.name)] = key
+@functools.cache
+def _keys_of(cls: type) -> dict[str, str]:
+    """The flat keys of ``cls``'s settings by field name: its own section's, or the root's for a subclass
+    of :class:`SettingsTree` (such as ``dartlib.experiments.settings.Settings``); empty for any other."""
+    return next((_KEYS[c] for c in cls.__mro__ if c in _KEYS), {})
 
 
 def default_values() -> dict[str, Any]:
     """Every setting's default, by its flat key: the base every profile's chain starts from."""
     return {key: place.default() for key, place in SETTINGS.items()}
+
+
+def flat_values(tree: SettingsTree) -> dict[str, Any]:
+    """The settings of ``tree`` by flat key (not a read: :data:`on_read` is not told)."""
+    return {key: vars(tree if p.section is None else vars(tree)[p.section])[p.name] for key, p in SETTINGS.items()}

@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from dartlib.book.results_sections import (alpha_advice_block, benchmark_table_block, claims_tally, jpeg_block,
-                                           section_blocks)
+                                           markdown, section_blocks)
 from dartlib.paths import REPO_ROOT
 from dartlib.studies.paper_config import PAPER_NOTE
 
@@ -53,14 +53,6 @@ _TABLE1_LABELS = {
     "ODS": "ODS (rebuilt: tracked label distribution, pre-trained unary term)",
     "SAR": "SAR (second pass over the first pass's kept samples)"}
 _BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- end: (?P=name) -->)", re.S)
-
-
-def _markdown(frame: pd.DataFrame, *, first: str) -> str:
-    """``frame`` as a markdown table whose first column, headed ``first``, is its index."""
-    lines = [f"| {first} | " + " | ".join(map(str, frame.columns)) + " |",
-             "| " + " | ".join(["---"] * (len(frame.columns) + 1)) + " |"]
-    lines += [f"| {index} | " + " | ".join(map(str, row)) + " |" for index, row in zip(frame.index, frame.to_numpy())]
-    return "\n".join(lines) + "\n"
 
 
 def _by_method(block: pd.DataFrame) -> pd.DataFrame:
@@ -157,25 +149,25 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     variants = list(settings.diagnosis.variants)
     diagnosis_rows, _ = diagnosis_results(profile=profile, compute=False, names=variants)  # read once, for both tables
     return {
-        "table1": _markdown(_table1(settings=settings), first="method"),
-        "paper_config_accuracy": _markdown(_by_method(paper_config.accuracy_block(**common, methods=list(paper_config.BLOCK_METHODS))),
+        "table1": markdown(_table1(settings=settings), first="method"),
+        "paper_config_accuracy": markdown(_by_method(paper_config.accuracy_block(**common, methods=list(paper_config.BLOCK_METHODS))),
                                            first="method, stream"),
-        "paper_config_gains": _markdown(_by_method(paper_config.every_method_block(**common, methods=list(paper_config.BLOCK_METHODS))),
+        "paper_config_gains": markdown(_by_method(paper_config.every_method_block(**common, methods=list(paper_config.BLOCK_METHODS))),
                                         first="method, stream"),
-        "paper_config_bnadapt": _markdown(_by_stream(paper_config.bnadapt_block(**common)), first="stream"),
-        "paper_config_imb": _markdown(_by_method(paper_config.imb_block(**common)), first="method, stream"),
-        "table1_gain_vs_paper": _markdown(_plus_dart(paper_config.gain_beside_paper_block(
+        "paper_config_bnadapt": markdown(_by_stream(paper_config.bnadapt_block(**common)), first="stream"),
+        "paper_config_imb": markdown(_by_method(paper_config.imb_block(**common)), first="method, stream"),
+        "table1_gain_vs_paper": markdown(_plus_dart(paper_config.gain_beside_paper_block(
             **common, methods=list(paper_config.BLOCK_METHODS))), first="method"),
-        "all_corruptions": _markdown(_by_line(all_corruptions.all_corruptions_block(
+        "all_corruptions": markdown(_by_line(all_corruptions.all_corruptions_block(
             settings=settings, rows=all_corruptions.stored(profile=profile), outcomes=outcomes)), first="line, stream"),
-        "sensitivity_all_corruptions": _markdown(_by_line(all_corruptions.sensitivity_block(
+        "sensitivity_all_corruptions": markdown(_by_line(all_corruptions.sensitivity_block(
             settings=settings, rows=all_corruptions.stored_sensitivity(profile=profile), outcomes=outcomes)),
             first="line, stream"),
-        "memo_views": _markdown(_by_line(memo_views.views_block(settings=settings, rows=memo_views.stored(profile=profile),
+        "memo_views": markdown(_by_line(memo_views.views_block(settings=settings, rows=memo_views.stored(profile=profile),
                                                                 outcomes=outcomes)), first="line, stream"),
-        "ablation_gains": _markdown(_ablation_gains(settings=settings), first="variant, stream"),
-        "diagnosis_variants": _markdown(_diagnosis(rows=diagnosis_rows, outcomes=outcomes), first="factor"),
-        "diagnosis_batch_shapes": _markdown(_batch_shapes(profile=profile, names=variants, rows=diagnosis_rows, outcomes=outcomes),
+        "ablation_gains": markdown(_ablation_gains(settings=settings), first="variant, stream"),
+        "diagnosis_variants": markdown(_diagnosis(rows=diagnosis_rows, outcomes=outcomes), first="factor"),
+        "diagnosis_batch_shapes": markdown(_batch_shapes(profile=profile, names=variants, rows=diagnosis_rows, outcomes=outcomes),
                                             first="variant"),
         **section_blocks(profile=profile),
     }

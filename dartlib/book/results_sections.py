@@ -21,10 +21,13 @@ from dartlib.paths import REPO_ROOT, results_dir
 _LABELS = {"noadapt": "NoAdapt", "bnadapt": "BNAdapt", "tent": "TENT", "pl": "PL", "sar": "SAR"}
 
 
-def markdown(frame: pd.DataFrame) -> str:
-    """``frame`` as a markdown table, its columns as they are named, its index left out."""
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "| " + " | ".join(["---"] * len(frame.columns)) + " |"]
-    lines += ["| " + " | ".join(map(str, row)) + " |" for row in frame.to_numpy()]
+def markdown(frame: pd.DataFrame, *, first: str | None = None) -> str:
+    """``frame`` as a markdown table, its columns as they are named; its index the first column,
+    headed ``first``, or left out where ``first`` is None."""
+    head = ([first] if first is not None else []) + list(map(str, frame.columns))
+    rows = [([str(i)] if first is not None else []) + list(map(str, row)) for i, row in zip(frame.index, frame.to_numpy())]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] * len(head)) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -105,6 +105,20 @@ def open_lock(path: Path, *, folder: Path) -> int:
         raise
 
 
+@contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold the exclusive lock of file ``path`` (its ``.<name>.lock`` beside it, :func:`open_lock`) for
+    the ``with`` block; the kernel releases it however the process ends."""
+    import fcntl
+
+    fd = open_lock(path.with_name(f".{path.name}.lock"), folder=path.parent)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def committed_remedy(path: Path | str) -> str:
     """The remedy for a damaged file that is part of the repository."""
     return f"restore it with `git checkout -- {path}`"

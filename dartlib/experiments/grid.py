@@ -33,14 +33,11 @@ which then replaces it.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 import time
-from contextlib import contextmanager
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
 from itertools import product
@@ -50,7 +47,7 @@ from types import MappingProxyType
 import pandas as pd
 from tqdm import tqdm
 
-from dartlib.data.files import DamagedFileError, atomic_path, open_lock
+from dartlib.data.files import DamagedFileError, atomic_path, exclusive_lock
 from dartlib.experiments.cell_claims import CellClaims
 from dartlib.experiments.outcomes import CellOutcomes, checked_outcomes, read_sidecar, sidecar, sidecar_check, write_lines
 
@@ -256,15 +253,9 @@ def shard(cells: Sequence[Cell], spec: str) -> list[Cell]:
     return list(cells)[i::n]
 
 
-@contextmanager
-def _results_lock(path: Path) -> Iterator[None]:
+def _results_lock(path: Path):
     """The exclusive lock that every writer of results file ``path`` (and of its outcomes) holds."""
-    fd = open_lock(path.with_name(f".{path.name}.lock"), folder=path.parent)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    return exclusive_lock(path)
 
 
 def _append_rows(rows: list[dict], path: Path, *, outcomes: list[dict] = ()) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dartlib.dart.refiner import DartConfig
 from dartlib.profiles import load_profile
-from dartlib.settings_tree import OVERRIDES, SETTINGS, SettingsTree, register_root
+from dartlib.settings_tree import OVERRIDES, SETTINGS, SettingsTree, flat_values
 
 # The cpu profile's g_phi before the paper's (50 epochs at alpha 0.1, NOTE's IABN 30 epochs) became its own:
 # 10 epochs at alpha 30, NOTE's IABN 1 epoch. Kept as a named variant: its rows stay, labelled, and a study
@@ -62,11 +62,8 @@ PLAIN = (str, int, float, bool, list, dict, type(None))  # the value kinds of a 
 @dataclass(frozen=True)
 class Settings(SettingsTree):
     """A profile's settings as the typed tree (:class:`dartlib.settings_tree.SettingsTree`: read
-    ``settings.dart.alpha``), and the flat ``values`` it was given, by key: a notebook's parameters
-    or a whole profile. g_phi's configuration (:meth:`dart_config`) reads only the given values, as
-    the refiners' names were made: a key a notebook does not take keeps DartConfig's default there."""
-
-    values: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    ``settings.dart.alpha``), with g_phi's configuration (:meth:`dart_config`) and the source
+    checkpoint (:meth:`checkpoint`) they name."""
 
     @classmethod
     def from_profile(cls, name: str, **overrides: Any) -> Settings:
@@ -83,12 +80,16 @@ class Settings(SettingsTree):
             raise KeyError("settings need a `profile` key (the profile's name)")
         given = {k: v for k, v in params.items() if k in SETTINGS and isinstance(v, PLAIN)}
         given.update(_known(params.get(OVERRIDES) or {}))
-        tree = SettingsTree.from_values({**load_profile(str(given["profile"])), **given})
-        return cls(**{f.name: vars(tree)[f.name] for f in dataclasses.fields(SettingsTree)}, values=given)  # not a read
+        return cls._of({**load_profile(str(given["profile"])), **given})
+
+    @classmethod
+    def _of(cls, values: Mapping[str, Any]) -> Settings:
+        tree = SettingsTree.from_values(values)
+        return cls(**{f.name: vars(tree)[f.name] for f in dataclasses.fields(SettingsTree)})  # not a read
 
     def replace(self, **values: Any) -> Settings:
         """These settings with ``values`` (profile keys) on top, e.g. another ``source_arch``."""
-        return Settings.from_params({**self.values, **_known(values)})
+        return Settings._of({**flat_values(self), **_known(values)})
 
     def for_study(self, study: str) -> Settings:
         """The settings ``study`` runs with: its shortcut (:func:`shortcut_of`) on top where the profile lists it in
@@ -124,19 +125,14 @@ class Settings(SettingsTree):
         """g_phi's configuration (:class:`DartConfig`) of these settings: the section :class:`Dart` (Appendix A)
         and the seed, then ``overrides`` (DartConfig field names, e.g. ``variant="dart-split"``, ``epochs=2``).
         ``per_class`` 0 means every training image (None in DartConfig)."""
-        fields = {f.name for f in dataclasses.fields(DartConfig)}
-        unknown = set(overrides) - fields
+        fields = [f.name for f in dataclasses.fields(DartConfig)]
+        unknown = set(overrides) - set(fields)
         if unknown:
-            raise TypeError(f"unknown DartConfig fields {sorted(unknown)}; valid: " + ", ".join(fields_in_order()))
+            raise TypeError(f"unknown DartConfig fields {sorted(unknown)}; valid: " + ", ".join(fields))
         d = self.dart
         values = dict(alpha=float(d.alpha), delta=float(d.delta), n_dir=int(d.n_dir), batch_size=int(d.batch_size),
                       hidden=int(d.hidden), epochs=int(d.epochs), per_class=int(d.per_class) or None, seed=int(self.seed))
         return DartConfig(**{**values, **overrides})
-
-
-def fields_in_order() -> list[str]:
-    """DartConfig's field names, in their order."""
-    return [f.name for f in dataclasses.fields(DartConfig)]
 
 
 def _known(values: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -148,5 +144,3 @@ def _known(values: Mapping[str, Any]) -> Mapping[str, Any]:
             raise KeyError(unknown_name_message("setting", key, SETTINGS))
     return values
 
-
-register_root(Settings)

@@ -107,22 +107,9 @@ class SharedSourceLogits:
 
     @staticmethod
     def _locked(path: Path):
-        import contextlib
-        import fcntl
-        import os
+        from dartlib.data.files import exclusive_lock
 
-        from dartlib.data.files import open_lock
-
-        @contextlib.contextmanager
-        def hold():
-            fd = open_lock(path.with_name(f".{path.name}.lock"), folder=path.parent)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)  # releases the lock
-
-        return hold()
+        return exclusive_lock(path)
 
     def _read(self, path: Path) -> int:
         """The entries of ``path`` not yet in memory, after checking what made the file and its

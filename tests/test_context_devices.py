@@ -133,7 +133,8 @@ def test_notebook_09_condensed_refiners_train_and_run_on_the_contexts_device(sen
 
 def test_notebook_08_contexts_and_refiners_are_on_the_machines_device(sentinel, tiny_corrupted, tmp_path,
                                                                               monkeypatch):
-    """prepare_sensitivity trains g_phi and makes the context on the machine's device; every table's
+    """train_sensitivity_inputs trains g_phi on the machine's device, prepare_sensitivity loads them and
+    makes the context there; every table's
     cells (BNAdapt's and TENT's alpha cells, the epochs cells on CIFAR-10C-imb, the test-batch cells)
     run on contexts derived from it, with the input digests the hand-built ones gave."""
     s = _settings()
@@ -141,10 +142,14 @@ def test_notebook_08_contexts_and_refiners_are_on_the_machines_device(sentinel, 
     calls = []
 
     def refiners(checkpoint, model, train, configs, *, device=None, **_):
-        calls.append(("refiners", device))
+        calls.append(("trained", device))
+
+    def loaded(checkpoint, configs, **_):
+        calls.append(("loaded", checkpoint))
         return [(_refiner(c.alpha), {}) for c in configs]
 
     monkeypatch.setattr(sensitivity, "load_or_train_refiners", refiners)
+    monkeypatch.setattr(sensitivity, "load_refiners", loaded)
     monkeypatch.setattr(sensitivity, "results_dir", lambda profile: tmp_path)
     grids = []
     def inputs_of(context):
@@ -155,12 +160,14 @@ def test_notebook_08_contexts_and_refiners_are_on_the_machines_device(sentinel, 
                                          "experiment": "", "corruption": "", "shift": "", "shift_param": 0.0,
                                          "method": [c.method for c in cells]}))
     setup = SimpleNamespace(model=source, checkpoint=tmp_path / "source.pt", train=None)
+    monkeypatch.setattr("dartlib.experiments.training_stage.train_source_inputs", lambda **_: setup)
+    sensitivity.train_sensitivity_inputs(settings=s)
     study = sensitivity.prepare_sensitivity(settings=s, setup=setup)
     assert study.context.device == sentinel
     sensitivity.run_alpha(study)
     sensitivity.run_epochs_imb(study)
     sensitivity.run_test_batches(study)
-    assert calls == [("refiners", sentinel)], calls
+    assert calls == [("trained", sentinel), ("loaded", setup.checkpoint)], calls
     (bn_cells, bn_inputs), (alpha_cells, alpha_inputs), (imb_cells, imb_inputs), (batch_cells, batch_inputs) = grids
     batch = s.test.batch_size
     for cells, inputs, prefix in ((bn_cells, bn_inputs, "alpha"), (alpha_cells, alpha_inputs, "alpha"),
@@ -198,11 +205,11 @@ def test_bn_adapted_streams_default_to_the_machines_device(sentinel, monkeypatch
 def test_the_cost_study_times_on_the_machines_device(sentinel, monkeypatch):
     s = _settings()
     labels = np.repeat(np.arange(10), 4)
-    moved = []
+    loaded = []
     monkeypatch.setattr(cost_study, "prepare_source", lambda settings: SimpleNamespace(
         model=None, checkpoint=None, train=None))
-    monkeypatch.setattr(cost_study, "load_or_train_refiner", lambda *a, device=None, **kw: (moved.append(device), {}))
+    monkeypatch.setattr(cost_study, "load_refiners", lambda checkpoint, configs, **kw: loaded.append(configs) or [(None, {})])
     monkeypatch.setattr(cost_study, "load", lambda *a, **kw: SimpleNamespace(labels=labels, images=np.zeros((40, 1))))
     study = cost_study.prepare_costs(s)
-    assert study.device == sentinel and moved == [sentinel]
+    assert study.device == sentinel and loaded == [[s.dart_config()]]  # notebook 04's g_phi, loaded
     assert study.device_name.startswith("CPU")  # not a GPU's name: the device is not one

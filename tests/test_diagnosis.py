@@ -184,17 +184,18 @@ def test_every_registered_grid_names_an_existing_notebook_and_an_unknown_one_lis
     assert "unknown grid 'tabel1'; valid names: table1, note_report, online_imbalance" in capsys.readouterr().err
 
 
-def test_every_grid_is_prepared_and_cut_from_one_settings_object():
-    """The one set-up contract (ARCHITECTURE.md): a grid's ``prepare_*`` takes the profile's
-    Settings as ``settings`` and no profile value by keyword; its cells are a function of them."""
+def test_every_grid_is_trained_prepared_and_cut_from_one_settings_object():
+    """The one set-up contract (ARCHITECTURE.md): a grid's ``train_*`` and ``prepare_*`` take the
+    profile's Settings as ``settings`` and no profile value by keyword; its cells are a function of them."""
     import inspect
 
     from dartlib.studies.grids import GRIDS
 
     settings = Settings.from_profile("cpu")
     for name, spec in GRIDS.items():
-        parameters = set(inspect.signature(spec.prepare).parameters)
-        assert parameters - {"method_inputs", "with_refiner"} == {"settings", "device", "progress", "trained_only"}, (name, parameters)
+        for stage in (spec.train, spec.prepare):
+            parameters = set(inspect.signature(stage).parameters)
+            assert parameters - {"method_inputs", "with_refiner"} == {"settings", "device", "progress"}, (name, parameters)
         cells = spec.cells(settings)
         assert cells and all(c.dataset == settings.test.corrupted_dataset for c in cells), name
     # a value changed on the object reaches the cells: the seed of every stream

@@ -61,7 +61,8 @@ def _must_not_run(*args, **kwargs):
 
 def _patch_table1_prepare(monkeypatch, fake) -> None:
     """The table1 grid's prepare step replaced by ``fake`` (in the engine and, where the grids are
-    registered in dartlib.studies.grids, in its spec)."""
+    registered in dartlib.studies.grids, in its spec), and its training stage by ``fake`` too where
+    ``fake`` must not run, else by nothing (the inputs taken as trained)."""
     import dataclasses
 
     import dartlib.experiments.engine as engine
@@ -71,7 +72,8 @@ def _patch_table1_prepare(monkeypatch, fake) -> None:
         from dartlib.studies import grids
     except ImportError:
         return
-    monkeypatch.setitem(grids.GRIDS._items, "table1", dataclasses.replace(grids.GRIDS["table1"], prepare=fake))
+    train = fake if fake is _must_not_run else (lambda **kw: None)
+    monkeypatch.setitem(grids.GRIDS._items, "table1", dataclasses.replace(grids.GRIDS["table1"], prepare=fake, train=train))
 
 
 def _one_line_error(capsys) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dartlib.experiments.engine import TrainedInputsMissing
+from dartlib.models.checkpoints import TrainedInputsMissing
 from dartlib.experiments.grid import grid, store_row
 from dartlib.experiments.grid_jobs import CellChoiceError, choose_cells, prepare_job
 from dartlib.studies.grids import borrowers_of
@@ -56,8 +56,8 @@ def test_a_job_prepares_once_and_counts_current_stale_and_missing_cells(tmp_path
                  method=["tent"], seed=[2])
     context, prepared, made = _Context("d-now"), [], []
 
-    def prepare(*, settings, progress, trained_only):
-        prepared.append(trained_only)
+    def prepare(*, settings, progress):
+        prepared.append(progress)
         return context, {"arch": "small-cnn", "clean_test_accuracy": 89.0}
 
     def context_of(settings, shared):
@@ -65,7 +65,7 @@ def test_a_job_prepares_once_and_counts_current_stale_and_missing_cells(tmp_path
         return lambda cell: shared
 
     job = prepare_job(experiment="table1", prepare=prepare, context_of=context_of, settings=None,
-                      cells=[*cells, *extra], path=path, trained_only=True, command="python -m dartlib grid table1")
+                      cells=[*cells, *extra], path=path, command="python -m dartlib grid table1")
     table = job.status()
     assert prepared == [True] and made == [context]  # one context, made once, for every cell
     assert table.loc[("tent", "none")].to_dict() == {"current": 1, "stale": 1, "suspect": 0, "missing": 1, "cells": 3,
@@ -74,15 +74,15 @@ def test_a_job_prepares_once_and_counts_current_stale_and_missing_cells(tmp_path
 
 
 def test_missing_trained_inputs_name_the_grids_own_command(tmp_path: Path):
-    def prepare(*, settings, progress, trained_only):
+    def prepare(*, settings, progress):
         raise TrainedInputsMissing([tmp_path / "refiner.pt"])
 
     with pytest.raises(TrainedInputsMissing) as err:
         prepare_job(experiment="ablations", prepare=prepare, context_of=None, settings=None, cells=CELLS,
-                    path=tmp_path / "ablations.csv", trained_only=True,
+                    path=tmp_path / "ablations.csv",
                     command="python -m dartlib grid ablations --profile cpu")
     assert err.value.paths == [tmp_path / "refiner.pt"]
-    assert "`python -m dartlib grid ablations --profile cpu` (without --status) trains them" in str(err.value)
+    assert "`python -m dartlib grid ablations --profile cpu` trains them" in str(err.value)
 
 
 def test_the_grids_borrowing_table1_get_its_recomputed_rows():

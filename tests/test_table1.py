@@ -177,8 +177,9 @@ def test_cell_inputs_follow_the_refiner_a_cell_uses():
 
 
 def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch, tmp_path):
-    """``grid --status`` (``trained_only``): the committed smoke models load, nothing is generated
-    and nothing trains; only the cells' test sets are read (their digest is part of a cell's)."""
+    """Preparing a context (what ``grid --status`` does alone): the committed smoke models load,
+    nothing is generated and nothing trains; only the cells' test sets are read (their digest is
+    part of a cell's)."""
     from dartlib.experiments import engine as table1
 
     def forbidden(*args, **kwargs):
@@ -188,7 +189,7 @@ def test_status_context_loads_trained_inputs_and_computes_nothing(monkeypatch, t
     monkeypatch.setattr("dartlib.data.prepare.ensure_corrupted", forbidden)
     monkeypatch.setattr("dartlib.models.training.train_source", forbidden)
     monkeypatch.setattr("dartlib.dart.refiner_training.train_refiners", forbidden)
-    context, meta = table1.prepare_context(settings=p, device="cpu", trained_only=True)
+    context, meta = table1.prepare_context(settings=p, device="cpu")
     from dartlib.studies.table1 import profile_cells
 
     cell = profile_cells(p)[1]
@@ -204,8 +205,8 @@ def test_status_context_names_a_missing_trained_input(tmp_path, monkeypatch):
     from dartlib.experiments import engine as table1
 
     monkeypatch.setenv("DART_DATA_DIR", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match=r"fmnist-small-cnn-smoke-seed0\.pt.*without --status"):
-        table1.prepare_context(settings=Settings.from_profile("smoke"), device="cpu", trained_only=True)
+    with pytest.raises(FileNotFoundError, match=r"fmnist-small-cnn-smoke-seed0\.pt.*`python -m dartlib train --profile smoke` trains"):
+        table1.prepare_context(settings=Settings.from_profile("smoke"), device="cpu")
 
 
 def test_grid_status_names_the_grid_command_that_trains_a_missing_input(tmp_path, monkeypatch, capsys):
@@ -215,7 +216,7 @@ def test_grid_status_names_the_grid_command_that_trains_a_missing_input(tmp_path
     assert main(["grid", "table1", "--profile", "smoke", "--status"]) == 3
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "fmnist-small-cnn-smoke-seed0.pt" in err
-    assert "`python -m dartlib grid table1 --profile smoke` (without --status) trains them" in err
+    assert "`python -m dartlib grid table1 --profile smoke` trains them" in err
 
 
 def test_note_report_cells_are_table1s_note_dart_cells_with_the_other_reading():

@@ -52,10 +52,10 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     if backend == "ray" and not args.status:
         return _grid_on_ray(args, cells, spec, settings)
     path = results_dir(args.profile) / f"{args.experiment}.csv"
-    # --status trains nothing: it loads the trained inputs for their digests
+    if not args.status:  # --status trains nothing: it loads the trained inputs for their digests
+        spec.train(settings=settings, progress=True)
     job = prepare_job(experiment=args.experiment, prepare=spec.prepare, context_of=spec.context_of, settings=settings,
-                      cells=cells, path=path, trained_only=args.status,
-                      command=f"python -m dartlib grid {args.experiment} --profile {args.profile}")
+                      cells=cells, path=path, command=f"python -m dartlib grid {args.experiment} --profile {args.profile}")
     print(f"{args.profile}: {job.meta['arch']} ({job.meta['clean_test_accuracy']:.2f}% clean); {len(cells)} "
           f"{args.experiment} cells{' in shard ' + args.shard if args.shard else ''}; {path}")
     if args.outcomes:
@@ -93,6 +93,7 @@ def _grid_on_ray(args: argparse.Namespace, cells: list, spec, settings) -> int:
               f"build; run it with --backend local", file=sys.stderr)
         return 2
     path = results_dir(args.profile) / f"{args.experiment}.csv"
+    spec.train(settings=settings, progress=True)  # once, here: the workers only load
     factory = ContextFactory(spec.prepare, {"settings": settings, "progress": False}, args.threads)
     print(f"{args.profile}: {len(cells)} {args.experiment} cells on Ray "
           f"({args.cpus_per_cell:g} CPU, {args.gpus_per_cell:g} GPU per cell); {path}")

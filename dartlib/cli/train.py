@@ -13,6 +13,8 @@ from dartlib.profiles import DEFAULT_PROFILE
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    """The source model of ``--profile`` (or of ``--dataset/--arch/--recipe``, alone), then, for a
+    profile, the rest of its training stage (:func:`_training_stage`)."""
     from dartlib.models.checkpoints import checkpoint_path, load_checkpoint
     from dartlib.models.training import train_source
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
@@ -36,6 +38,33 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 0
     _, meta = load_checkpoint(path)
     print(f"{path}: clean test accuracy {meta['clean_test_accuracy']:.2f}% after {meta['epochs']} epochs")
+    source_only = any(v is not None for v in (args.dataset, args.arch, args.recipe, args.seed, args.directory))
+    if p is None or source_only:
+        return 0
+    return _training_stage(p, grids=args.grids, progress=not args.quiet)
+
+
+def _training_stage(settings, *, grids: str | None, progress: bool) -> int:
+    """The rest of the profile's training stage after its source model: the corrupted test sets, g_phi
+    and the methods' trained inputs (:func:`~dartlib.experiments.training_stage.train_profile_inputs`),
+    then each grid's of ``grids`` (comma-separated names of :data:`~dartlib.studies.grids.GRIDS`, or all)."""
+    from dartlib.experiments.settings import study_of
+    from dartlib.experiments.training_stage import train_profile_inputs
+    from dartlib.studies.grids import GRIDS
+
+    names = list(GRIDS) if grids == "all" else [n for n in (grids or "").split(",") if n]
+    unknown = [n for n in names if n not in GRIDS]
+    if unknown:
+        print(f"error: unknown grid {', '.join(unknown)}; valid: {', '.join(GRIDS)}, or all", file=sys.stderr)
+        return 2
+    writable(*data_folders())
+    train_profile_inputs(settings=settings, progress=progress)
+    print(f"{settings.profile}: the corrupted test sets (severity {settings.test.severity}), g_phi and the methods' "
+          f"trained inputs trained (or found) beside {settings.checkpoint().name}")
+    for name in names:
+        GRIDS[name].train(settings=settings.for_study(study_of(name)) if study_of(name) else settings,
+                          progress=progress)
+        print(f"{settings.profile}: grid {name}'s trained inputs trained (or found)")
     return 0
 
 
@@ -80,7 +109,7 @@ def _train_paper_table_refiners(args: argparse.Namespace) -> int:
     """Notebooks 07 and 08's refiners at the paper's configuration, pass by pass in the order of
     :data:`dartlib.studies.paper_refiners.PASS_ORDER` (``--passes``: a subset), each resumable."""
     from dartlib.dart.intermediate import load_or_train_refiners
-    from dartlib.experiments.source_setup import prepare_source
+    from dartlib.experiments.training_stage import train_source_inputs
     from dartlib.studies.paper_refiners import PASS_ORDER, paper_table_refiners
 
     wanted = [n for n in (args.passes or ",".join(PASS_ORDER)).split(",") if n]
@@ -90,7 +119,7 @@ def _train_paper_table_refiners(args: argparse.Namespace) -> int:
         return 2
     settings = _training_settings(args)
     passes = paper_table_refiners(settings=settings)
-    setup = prepare_source(settings=settings)
+    setup = train_source_inputs(settings=settings)
     for name in wanted:
         configs = passes[name]
         print(f"{args.profile}: pass {name}: {len(configs)} refiners ({', '.join(configs)})", flush=True)
@@ -126,7 +155,9 @@ def _cmd_artefacts(args: argparse.Namespace) -> int:
 
 
 def add_train(sub) -> None:
-    train = sub.add_parser("train", help="train (or resume) a source model; the checkpoint lands under the data root")
+    train = sub.add_parser("train", help="the training stage: a profile's source model, corrupted test sets, g_phi and "
+                                         "the methods' trained inputs (and --grids'), each trained or generated "
+                                         "where absent (or one source model alone); under the data root")
     train.add_argument("--profile", help="take dataset, arch, recipe and seed from this profile (the options below "
                                          "override its values; default: none, then --dataset, --arch and --recipe "
                                          "are needed)")
@@ -137,6 +168,8 @@ def add_train(sub) -> None:
                                                                  "augmentation (default: the profile's source_recipe)")
     train.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default: the profile's "
                                                 "seed, else 0)")
+    train.add_argument("--grids", help="with --profile: also these grids' own trained inputs (comma-separated names "
+                                       "of `python -m dartlib grid`, or all)")
     train.add_argument("--max-epochs", type=positive_int, help="stop after this many epochs in this call (the next call resumes)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--directory", type=Path,

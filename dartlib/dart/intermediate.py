@@ -27,7 +27,7 @@ from dartlib.devices import default_device
 from dartlib.data.augmentation import to_tensor
 from dartlib.models.artefacts import refused
 from dartlib.models import states
-from dartlib.models.checkpoints import load_weights, save_weights
+from dartlib.models.checkpoints import load_weights, require_trained, save_weights
 
 
 def refiner_path(checkpoint: Path, config: DartConfig, *, tag: str = "") -> Path:
@@ -99,6 +99,17 @@ def load_or_train_refiners(
             fresh[path] = (refiner, log)
         in_progress.unlink(missing_ok=True)
     return [fresh[path] if path in fresh else _load(path, checkpoint=checkpoint, tag=tag) for path in paths]
+
+
+def load_refiners(checkpoint: Path, configs: list[DartConfig], *, tag: str = "",
+                  command: str = "python -m dartlib train --profile PROFILE") -> list[tuple[Refiner, list[dict]]]:
+    """The saved refiners of ``configs`` beside ``checkpoint``, loaded and checked, training none:
+    (refiner, log) per config; an absent one raises
+    :class:`~dartlib.models.checkpoints.TrainedInputsMissing` naming each and ``command``, the training
+    stage that makes them (:func:`load_or_train_refiners` is that stage's step)."""
+    paths = [refiner_path(checkpoint, config, tag=tag) for config in configs]
+    require_trained(paths, command=command)
+    return [_load(path, checkpoint=checkpoint, tag=tag) for path in paths]
 
 
 def _load(path: Path, *, checkpoint: Path, tag: str = "") -> tuple[Refiner, list[dict]]:

@@ -62,7 +62,8 @@ class GridWorker:
         self.context = None
 
     def prepare(self, cells: list[Cell]) -> dict[str, str]:
-        """Build the context (training what is absent) and return the input digest of each cell."""
+        """Build the context (loading what the driver's training stage made) and return the input digest
+        of each cell."""
         if self.context is None:
             self.context = self.factory()
         return {c.key: self.context.inputs(c) for c in cells}

@@ -30,7 +30,6 @@ from torch import nn
 
 from dartlib import tta
 from dartlib.dart.refiner import Refiner, config_dict
-from dartlib.data import load
 from dartlib import devices
 from dartlib.devices import resident
 from dartlib.devices import precision as device_precision
@@ -327,53 +326,37 @@ def run_cells(cells: Iterable[Cell], context: TestTimeContext | Callable[[Cell],
 
 def prepare_context(
     *, settings: Settings, method_inputs: bool = True, with_refiner: bool = True, device: str | None = None,
-    progress: bool = False, trained_only: bool = False,
+    progress: bool = False,
 ) -> tuple[TestTimeContext, dict]:
-    """What every Table 1 cell of a profile shares: the source model (trained if absent), the
-    refiner of notebook 04 (trained if absent), what the methods of :data:`dartlib.tta.METHODS`
-    add to a context (:meth:`~dartlib.tta.base.Adapter.context_fields`, under ``trained``; their
-    profile options, :meth:`~dartlib.tta.base.Adapter.profile_options`), the corrupted test sets
-    (generated if absent), all from ``settings`` (a profile's or a notebook's values; the g_phi
-    settings through :meth:`Settings.dart_config`). ``method_inputs=False`` skips the methods'
-    trained inputs where those methods are not run; ``with_refiner=False`` the refiner of notebook
-    04 where a study brings its own (:meth:`TestTimeContext.variant`). Returns the context and the
-    source checkpoint's metadata. ``device`` (default :func:`dartlib.devices.default_device`: the
-    GPU when there is one) is where g_phi and the methods' inputs train and where every cell
-    adapts; the context's own source model stays on the CPU.
-
-    ``trained_only``: load the trained inputs (source model, g_phi, the methods' inputs) and
-    compute nothing: no training, no data loaded or generated (what ``grid --status`` needs to
-    compute the cells' input digests); a missing input raises ``FileNotFoundError`` naming it and
-    the command that makes it."""
-    from dartlib.data.prepare import ensure_corrupted
-    from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
-    from dartlib.models.checkpoints import check_training_data, load_checkpoint
-    from dartlib.models.training import train_source
+    """What every Table 1 cell of a profile shares, loaded: the source model, the refiner of
+    notebook 04, what the methods of :data:`dartlib.tta.METHODS` add to a context
+    (:meth:`~dartlib.tta.base.Adapter.context_fields`, under ``trained``; their profile options,
+    :meth:`~dartlib.tta.base.Adapter.profile_options`), all from ``settings`` (a profile's or a
+    notebook's values; the g_phi settings through :meth:`Settings.dart_config`). Nothing is trained
+    or generated here: the training stage
+    (:func:`dartlib.experiments.training_stage.train_profile_inputs`) makes these inputs, and an
+    absent one raises :class:`~dartlib.models.checkpoints.TrainedInputsMissing` naming it and the
+    stage's command. ``method_inputs=False`` skips the methods' trained inputs where those methods
+    are not run; ``with_refiner=False`` the refiner of notebook 04 where a study brings its own
+    (:meth:`TestTimeContext.variant`). Returns the context and the source checkpoint's metadata.
+    ``device`` (default :func:`dartlib.devices.default_device`: the GPU when there is one) is where
+    every cell adapts; the context's own source model stays on the CPU."""
+    from dartlib.dart.intermediate import load_refiners, refiner_path
+    from dartlib.models.checkpoints import load_checkpoint, require_trained
 
     device = device or devices.default_device()
     config = settings.dart_config()
     methods = list(tta.METHODS.values()) if method_inputs else []
-    if trained_only:
-        checkpoint = settings.checkpoint()
-        require_trained([checkpoint] + ([refiner_path(checkpoint, config)] if with_refiner else [])
-                        + [path for cls in methods for path in cls.context_files(settings=settings,
-                                                                                  checkpoint=checkpoint)])
-        train = None  # nothing trains, so no data is read
-    else:
-        checkpoint = train_source(dataset=settings.source.dataset, arch=settings.source.arch,
-                                  recipe=settings.source.recipe, seed=settings.seed, device=device,
-                                  progress=progress)
-        train = load(settings.source.dataset, split="train")
-        ensure_corrupted(settings.test.corrupted_dataset, severities=[settings.test.severity])
+    checkpoint = settings.checkpoint()
+    command = settings.training_command()
+    require_trained([checkpoint] + ([refiner_path(checkpoint, config)] if with_refiner else [])
+                    + [path for cls in methods for path in cls.context_files(settings=settings, checkpoint=checkpoint)],
+                    command=command)
     model, meta = load_checkpoint(checkpoint)
-    if train is not None:
-        check_training_data(checkpoint=checkpoint, meta=meta, train=train)
-    refiner = None
-    if with_refiner:
-        refiner, _ = load_or_train_refiner(checkpoint, model, train, config, device=device, progress=progress)
+    refiner = load_refiners(checkpoint, [config], command=command)[0][0] if with_refiner else None
     trained = {}
     for cls in methods:
-        trained.update(cls.context_fields(settings=settings, checkpoint=checkpoint, model=model, train=train,
+        trained.update(cls.context_fields(settings=settings, checkpoint=checkpoint, model=model, train=None,
                                          device=device, progress=progress))
     return source_context(settings=settings, source=model, refiner=refiner, trained=trained, device=device), meta
 
@@ -389,18 +372,3 @@ def source_context(*, settings: Settings, source: nn.Module, refiner: Refiner | 
                            batch_size=settings.test.batch_size, trained=trained or {})
 
 
-class TrainedInputsMissing(FileNotFoundError):
-    """Trained inputs a command only reads (``grid --status``) are absent; the message names each
-    and the command that trains them (``command``, or the grid command's pattern)."""
-
-    def __init__(self, paths: list[Path], *, command: str = "python -m dartlib grid EXPERIMENT --profile PROFILE") -> None:
-        self.paths, self.command = list(paths), command
-        super().__init__(f"these trained inputs are absent: {', '.join(str(p) for p in self.paths)}; `{command}` "
-                         "(without --status) trains them, or `git checkout -- data/checkpoints` restores the committed ones")
-
-
-def require_trained(paths: list[Path]) -> None:
-    """Raise :class:`TrainedInputsMissing` naming every missing trained input and the command that makes it."""
-    missing = [p for p in paths if not p.is_file()]
-    if missing:
-        raise TrainedInputsMissing(missing)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dartlib.experiments.engine import TestTimeContext, TrainedInputsMissing, evaluate_cell, run_cells
+from dartlib.experiments.engine import TestTimeContext, evaluate_cell, run_cells
+from dartlib.models.checkpoints import TrainedInputsMissing
 from dartlib.experiments.grid import Cell, shard
 from dartlib.experiments.grid_status import grid_status
 from dartlib.experiments.outcome_backfill import fill_outcomes
@@ -79,12 +80,13 @@ class GridJob:
 
 
 def prepare_job(*, experiment: str, prepare: Callable, context_of: Callable | None, settings: Settings,
-                cells: list[Cell], path: Path, trained_only: bool, command: str) -> GridJob:
-    """The context of ``cells`` prepared once by the grid's ``prepare`` (``trained_only``: load the
-    trained inputs for their digests and train nothing; a missing one raises
-    :class:`~dartlib.experiments.engine.TrainedInputsMissing` naming ``command``, the grid's own)."""
+                cells: list[Cell], path: Path, command: str) -> GridJob:
+    """The context of ``cells`` prepared once by the grid's ``prepare``, which loads the trained inputs
+    and trains nothing (the grid's training stage runs before it, or not at all for ``grid --status``);
+    a missing one raises :class:`~dartlib.models.checkpoints.TrainedInputsMissing` naming ``command``,
+    the grid's own)."""
     try:
-        context, meta = prepare(settings=settings, progress=True, trained_only=trained_only)[:2]
+        context, meta = prepare(settings=settings, progress=True)[:2]
     except TrainedInputsMissing as err:
         raise TrainedInputsMissing(err.paths, command=command) from None
     of_cell = context_of(settings, context) if context_of else (lambda _: context)

@@ -121,6 +121,10 @@ class Settings(SettingsTree):
         return checkpoint_path(dataset=self.source.dataset, arch=self.source.arch, recipe=self.source.recipe,
                                seed=self.seed)
 
+    def training_command(self, *grids: str) -> str:
+        """The training stage's command that makes this profile's trained inputs (and those of ``grids``)."""
+        return f"python -m dartlib train --profile {self.profile}" + (f" --grids {','.join(grids)}" if grids else "")
+
     def dart_config(self, **overrides: Any) -> DartConfig:
         """g_phi's configuration (:class:`DartConfig`) of these settings: the section :class:`Dart` (Appendix A)
         and the seed, then ``overrides`` (DartConfig field names, e.g. ``variant="dart-split"``, ``epochs=2``).

@@ -1,6 +1,6 @@
-"""What the notebooks share before their first experiment: the profile's source model f_theta0
-(trained if absent), its BN-adapted copy, its training set (D_int is drawn from it) and the
-corrupted test sets on disk (generated if absent)."""
+"""What the notebooks share before their first experiment: the profile's source model f_theta0,
+its BN-adapted copy and its training set (D_int is drawn from it), loaded; the training stage
+(:mod:`dartlib.experiments.training_stage`) makes them, and the corrupted test sets, before."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ from pathlib import Path
 from torch import nn
 
 from dartlib.data import load
-from dartlib.data.prepare import ensure_corrupted
 from dartlib.data.dataset import Dataset
 from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import frozen_bn_adapted, use_source_statistics
-from dartlib.models.checkpoints import load_checkpoint
-from dartlib.models.training import train_source
+from dartlib.models.checkpoints import load_checkpoint, require_trained
 
 
 @dataclass(frozen=True)
@@ -40,11 +38,11 @@ class SourceSetup:
 
 
 def prepare_source(*, settings: Settings, with_train: bool = True) -> SourceSetup:
-    """Train (if absent) and load the profile's source model, load its training set unless
-    ``with_train`` is false, and generate (if absent) the corrupted test sets of its severity."""
-    checkpoint = train_source(dataset=settings.source.dataset, arch=settings.source.arch,
-                              recipe=settings.source.recipe, seed=settings.seed, progress=False)
+    """Load the profile's source model (made by the training stage,
+    :func:`dartlib.experiments.training_stage.train_source_inputs`; absent, the error names its
+    command) and its training set unless ``with_train`` is false."""
+    checkpoint = settings.checkpoint()
+    require_trained([checkpoint], command=settings.training_command())
     model, meta = load_checkpoint(checkpoint)
     train = load(settings.source.dataset, split="train") if with_train else None
-    ensure_corrupted(settings.test.corrupted_dataset, severities=[settings.test.severity])
     return SourceSetup(checkpoint=checkpoint, model=model, meta=meta, frozen=frozen_bn_adapted(model), train=train)

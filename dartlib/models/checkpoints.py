@@ -71,6 +71,24 @@ def check_training_data(*, checkpoint: Path, meta: dict, train: Dataset) -> None
                          "refiners and IABN copies beside it) to retrain on the data in use")
 
 
+class TrainedInputsMissing(FileNotFoundError):
+    """Trained inputs that preparing a context only loads are absent; the message names each and the
+    command of the training stage that makes them (``command``)."""
+
+    def __init__(self, paths: list[Path], *, command: str = "python -m dartlib train --profile PROFILE") -> None:
+        self.paths, self.command = list(paths), command
+        super().__init__(f"these trained inputs are absent: {', '.join(str(p) for p in self.paths)}; `{command}` "
+                         "trains them, or `git checkout -- data/checkpoints` restores the committed ones")
+
+
+def require_trained(paths: list[Path], *, command: str = "python -m dartlib train --profile PROFILE") -> None:
+    """Raise :class:`TrainedInputsMissing` naming every missing trained input and ``command``, the
+    training stage that makes them."""
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        raise TrainedInputsMissing(missing, command=command)
+
+
 def checkpoint_path(*, dataset: str, arch: str, recipe: str, seed: int, split: str = "train",
                     directory: Path | None = None) -> Path:
     """Where a source checkpoint lives (in ``directory``, by default ``<data root>/checkpoints``,

@@ -25,12 +25,13 @@ import torch
 from tqdm import tqdm
 
 from dartlib import devices
-from dartlib.dart.intermediate import load_or_train_refiners, refiner_path
+from dartlib.dart.intermediate import load_or_train_refiners, load_refiners
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.protocols import TEST_BATCH_SIZE
-from dartlib.experiments.engine import TestTimeContext, prepare_context, require_trained, run_cells
+from dartlib.experiments.engine import TestTimeContext, prepare_context, run_cells
+from dartlib.experiments.training_stage import train_source_inputs
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import frozen_bn_adapted
@@ -120,24 +121,33 @@ def ablation_base_config(settings: Settings):
                        epochs=settings.ablations.epochs, per_class=settings.ablations.per_class or None)
 
 
+def train_ablation_inputs(*, settings: Settings, device: str | None = None, progress: bool = False) -> None:
+    """The training stage of :func:`prepare_ablation_context`: the source model and test sets
+    (:func:`~dartlib.experiments.training_stage.train_source_inputs`) and every variant's g_phi,
+    trained where absent with the same intermediate settings (variants that read the same
+    intermediate batches train in one pass of the frozen classifier)."""
+    source = train_source_inputs(settings=settings, device=device, progress=progress)
+    load_or_train_refiners(source.checkpoint, source.model, source.train, ablation_configs(settings),
+                           device=device or devices.default_device(), progress=progress)
+
+
+def ablation_configs(settings: Settings) -> list:
+    """Every variant's g_phi configuration (:data:`VARIANTS`), in that order."""
+    base = ablation_base_config(settings)
+    return [variant_config(name, base) for name in VARIANTS]
+
+
 def prepare_ablation_context(
-    *, settings: Settings, device: str | None = None, progress: bool = False, trained_only: bool = False,
+    *, settings: Settings, device: str | None = None, progress: bool = False,
 ) -> tuple[TestTimeContext, dict]:
     """The profile's context (:func:`dartlib.experiments.engine.prepare_context`, without NOTE's
-    IABN model or notebook 04's refiner) with every variant's g_phi by name, trained with the same
-    intermediate settings (variants that read the same intermediate batches train in one pass of
-    the frozen classifier; loaded when saved beside the checkpoint); DART-split's applied with the
-    profile's test-time temperature (Appendix B). ``trained_only``: load them and compute nothing."""
+    IABN model or notebook 04's refiner) with every variant's g_phi by name, loaded (made by
+    :func:`train_ablation_inputs`); DART-split's applied with the profile's test-time temperature
+    (Appendix B)."""
     context, meta = prepare_context(settings=settings, method_inputs=False, with_refiner=False, device=device,
-                                    progress=progress, trained_only=trained_only)
-    base = ablation_base_config(settings)
-    configs = [variant_config(name, base) for name in VARIANTS]
-    checkpoint = settings.checkpoint()
-    if trained_only:
-        require_trained([refiner_path(checkpoint, config) for config in configs])
-    train = None if trained_only else load(settings.source.dataset, split="train")
-    trained = load_or_train_refiners(checkpoint, context.source, train, configs, device=context.device,
-                                     progress=progress)
+                                    progress=progress)
+    trained = load_refiners(settings.checkpoint(), ablation_configs(settings),
+                            command=settings.training_command("ablations"))
     refiners = {name: refiner for name, (refiner, _) in zip(VARIANTS, trained)}
     refiners["dart-split"].temperature = settings.methods.split_temperature
     return context.variant(refiners=refiners), meta

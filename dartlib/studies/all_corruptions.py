@@ -56,12 +56,12 @@ def sensitivity_cells(settings: Settings) -> list[Cell]:
     return list(dict.fromkeys(alpha_tent_cells(settings, corruptions=every) + test_batch_cells(settings, corruptions=every)))
 
 
-def prepare_sensitivity_context(*, settings: Settings, device: str | None = None, progress: bool = False,
-                                trained_only: bool = False) -> tuple[TestTimeContext, dict]:
-    """Notebook 08's context (the source model, the ``base`` refiner; the study's committed
-    refiners, trained where absent) with the alpha refiners under their names, and the source's
-    metadata. ``device`` and ``trained_only`` are the grid command's; the study runs on the
-    machine's device and loads its refiners either way."""
+def prepare_sensitivity_context(*, settings: Settings, device: str | None = None,
+                                progress: bool = False) -> tuple[TestTimeContext, dict]:
+    """Notebook 08's context (the source model, the ``base`` refiner; the study's refiners, loaded:
+    :func:`~dartlib.studies.sensitivity.train_sensitivity_inputs` makes them) with the alpha refiners
+    under their names, and the source's metadata. ``device`` is the grid command's; the study runs on
+    the machine's device."""
     from dartlib.experiments.source_setup import prepare_source
 
     setup = prepare_source(settings=settings)

@@ -153,20 +153,34 @@ class StudyContext:
 STUDIED_REFINER: dict[str, float] = {k: SHORTCUT[k] for k in ("dart_epochs", "dart_alpha")}
 
 
+def studied_settings(settings: Settings, arch: str) -> Settings:
+    """``settings`` for backbone ``arch`` with the study's pinned g_phi (:data:`STUDIED_REFINER`)."""
+    return settings.replace(source_arch=arch, **STUDIED_REFINER)
+
+
+def train_study_inputs(*, settings: Settings, device: str | None = None, progress: bool = False) -> None:
+    """The training stage of :func:`prepare_study_context`: each backbone's source model, test sets and
+    g_phi (:func:`~dartlib.experiments.training_stage.train_profile_inputs`), made where absent."""
+    from dartlib.experiments.training_stage import train_profile_inputs
+
+    for arch in settings.backbone_study.archs:
+        train_profile_inputs(settings=studied_settings(settings, arch), method_inputs=False, device=device,
+                             progress=progress)
+
+
 def prepare_study_context(
-    *, settings: Settings, device: str | None = None, progress: bool = False, trained_only: bool = False,
+    *, settings: Settings, device: str | None = None, progress: bool = False,
 ) -> tuple[StudyContext, dict]:
     """:func:`dartlib.experiments.engine.prepare_context` for each backbone of the study (same recipe, same
     g_phi settings, :data:`STUDIED_REFINER`, and alpha: the rule chose the profile's alpha for width 8 as well,
-    ``results/cpu/backbone_study_run/alpha_validation_w8.csv``); returns the study context and
-    the metadata of the last (the profile's own) backbone."""
+    ``results/cpu/backbone_study_run/alpha_validation_w8.csv``), loaded (made by :func:`train_study_inputs`);
+    returns the study context and the metadata of the last (the profile's own) backbone."""
     from dartlib.experiments.engine import prepare_context
 
     contexts, meta = {}, {}
     for arch in settings.backbone_study.archs:
-        studied = settings.replace(source_arch=arch, **STUDIED_REFINER)
-        contexts[arch], meta = prepare_context(settings=studied, device=device,
-                                               method_inputs=False, progress=progress, trained_only=trained_only)
+        contexts[arch], meta = prepare_context(settings=studied_settings(settings, arch), device=device,
+                                               method_inputs=False, progress=progress)
     return StudyContext(contexts), meta
 
 
@@ -219,6 +233,7 @@ def study_results(*, profile: str, compute: bool, archs, severities, progress: b
                                     "it (hours on a CPU), `git checkout -- results/cpu` restores the committed one")
         stored = read_results(path)
         return stored[stored["key"].astype(str).isin({c.key for c in cells})].reset_index(drop=True)
+    train_study_inputs(settings=settings, progress=progress)
     context, _ = prepare_study_context(settings=settings, progress=progress)
     return run_cells(cells, context, path=path, experiment=EXPERIMENT, progress=progress, cell_progress=progress)
 

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from dartlib import devices
-from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
+from dartlib.dart.intermediate import load_refiners, refiner_path
 from dartlib.dart.refiner_training import train_refiner
 from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
@@ -74,15 +74,15 @@ class CostStudy:
 
 
 def prepare_costs(settings: Settings) -> CostStudy:
-    """The source model, notebook 04's g_phi (trained if absent) and the first ``cost_stream_limit``
+    """The source model, notebook 04's g_phi (made by the training stage,
+    :func:`~dartlib.experiments.training_stage.train_profile_inputs`) and the first ``cost_stream_limit``
     images of the balanced ``cost_corruption`` stream in i.i.d. order, timed on the machine's device
     (:func:`dartlib.devices.default_device`: ``$DART_DEVICE``, else the GPU when there is one)."""
     device = devices.default_device()
     device_name = machine_name(device)
     setup = prepare_source(settings=settings)
     config = settings.dart_config()
-    refiner, _ = load_or_train_refiner(setup.checkpoint, setup.model, setup.train, config, device=device,
-                                       progress=False)
+    [(refiner, _)] = load_refiners(setup.checkpoint, [config], command=settings.training_command())
     test = load(settings.test.corrupted_dataset, corruption=settings.costs.corruption, severity=settings.test.severity)
     order = protocols.iid_order(test.labels, seed=settings.seed)
     limit = settings.costs.stream_limit

@@ -95,11 +95,11 @@ def train_variants(*, settings: Settings, names: list[str], device: str | None =
     """Train (or load, or resume) the refiners of variants ``names``, one pass per set of shared
     intermediate batches, in the order the names first need them. Returns (refiner, log) per name."""
     from dartlib.dart.intermediate import load_or_train_refiners
-    from dartlib.experiments.source_setup import prepare_source
+    from dartlib.experiments.training_stage import train_source_inputs
 
-    setup = prepare_source(settings=settings)
+    source = train_source_inputs(settings=settings, device=device)
     configs = [variant_config(settings=settings, name=name) for name in names]
-    return load_or_train_refiners(setup.checkpoint, setup.model, setup.train, configs, device=device, progress=progress)
+    return load_or_train_refiners(source.checkpoint, source.model, source.train, configs, device=device, progress=progress)
 
 
 def trained_variants(*, settings: Settings) -> list[str]:
@@ -184,19 +184,26 @@ SEED_GROUPS = {"table1": ("table1", "seed1", "seed2"),
 SEED_VARIANTS = tuple(name for group in SEED_GROUPS.values() for name in group)
 
 
-def prepare_diagnosis_context(*, settings: Settings, device: str | None = None, progress: bool = False,
-                              trained_only: bool = False):
-    """Table 1's context (no NOTE) with every trained variant's refiner under its variant name.
+def train_diagnosis_inputs(*, settings: Settings, device: str | None = None, progress: bool = False) -> None:
+    """The training stage of :func:`prepare_diagnosis_context`: the source model and test sets
+    (:func:`~dartlib.experiments.training_stage.train_source_inputs`). The variants' refiners are
+    hours of a CPU core each, trained by name (``python -m dartlib train-refiners --profile P
+    --variants NAME``, :func:`train_variants`); the grid runs the variants found."""
+    from dartlib.experiments.training_stage import train_source_inputs
+
+    train_source_inputs(settings=settings, device=device, progress=progress)
+
+
+def prepare_diagnosis_context(*, settings: Settings, device: str | None = None, progress: bool = False):
+    """Table 1's context (no NOTE) with every trained variant's refiner under its variant name, loaded.
     Returns (context, source metadata)."""
-    from dartlib.dart.intermediate import load_or_train_refiners
+    from dartlib.dart.intermediate import load_refiners
     from dartlib.experiments.engine import prepare_context
     from dartlib.paths import cache_root
 
-    context, meta = prepare_context(settings=settings, method_inputs=False, device=device, progress=progress,
-                                    trained_only=trained_only)
+    context, meta = prepare_context(settings=settings, method_inputs=False, device=device, progress=progress)
     names = trained_variants(settings=settings)
-    configs = [variant_config(settings=settings, name=name) for name in names]
-    refiners = load_or_train_refiners(settings.checkpoint(), context.source, None, configs, progress=progress)
+    refiners = load_refiners(settings.checkpoint(), [variant_config(settings=settings, name=name) for name in names])
     context.refiners.update({name: refiner for name, (refiner, _) in zip(names, refiners)})
     context.logits_store = cache_root()  # BNAdapt's logits, shared by every variant and run
     return context, meta

@@ -146,7 +146,7 @@ def identifiability_results(*, profile: str, compute: bool, per_class: int = 20)
     empty table where it has not been computed (the notebook says so: NOT RUN)."""
     from dartlib.experiments.keyed_tables import keyed_table
     from dartlib.paths import results_dir
-    from dartlib.studies.diagnosis import prepare_diagnosis_context
+    from dartlib.studies.diagnosis import prepare_diagnosis_context, train_diagnosis_inputs
 
     path = results_dir(profile) / "identifiability.csv"
     if not compute:
@@ -154,6 +154,7 @@ def identifiability_results(*, profile: str, compute: bool, per_class: int = 20)
     settings = Settings.from_profile(profile)
 
     def compute_table() -> pd.DataFrame:
+        train_diagnosis_inputs(settings=settings)
         context, _ = prepare_diagnosis_context(settings=settings)
         return identifiability_study(settings=settings, context=context, per_class=per_class)
 

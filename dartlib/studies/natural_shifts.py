@@ -11,6 +11,7 @@ import pandas as pd
 from dartlib.data.sources import HOW_TO_GET, expected_path
 from dartlib.experiments.engine import prepare_context, run_cells
 from dartlib.experiments.settings import Settings
+from dartlib.experiments.training_stage import train_profile_inputs
 from dartlib.paths import results_dir
 from dartlib.reporting.paper import load_table
 from dartlib.reporting.tables import beside_paper, render, row_label
@@ -30,6 +31,7 @@ def cifar10_1_not_run(settings: Settings) -> str | None:
 
 def run_cifar10_1(settings: Settings) -> pd.DataFrame:
     """Every Table 1 cell on CIFAR-10.1-LT at the profile's rhos."""
+    train_profile_inputs(settings=settings)
     context, _ = prepare_context(settings=settings)
     cells = table1_cells(dataset="cifar10.1", corruptions=["clean"], rhos=settings.test.lt_rhos, seed=settings.seed)
     return run_cells(cells, context, path=results_dir(settings.profile) / "natural_shifts.csv",

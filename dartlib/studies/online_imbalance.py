@@ -15,6 +15,7 @@ import dataclasses
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from dartlib import devices
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid
@@ -49,29 +50,37 @@ def online_cells(*, corrupted_dataset: str, severity: int, online_irs, imb_subse
                         refiner=["none", "dart-split"])
 
 
-def prepare_online_context(
-    *, settings: Settings, device: str | None = None, progress: bool = False, trained_only: bool = False,
-) -> tuple[TestTimeContext, dict, list[dict]]:
-    """Notebook 04's context (source model, DART's g_phi) plus DART-split's g_phi1 / g_phi2,
-    trained with the same intermediate settings (Algorithm 3) and applied with logits multiplied
-    by the profile's ``split_temperature`` (1.1 on CIFAR-10C, Appendix B), and the online-imbalance method
-    options (:data:`METHOD_OPTIONS`: SAR's reset). Returns the context, the source
-    checkpoint's metadata and DART-split's training log. ``trained_only``: as in
-    :func:`dartlib.experiments.engine.prepare_context`, load the trained inputs and compute nothing."""
-    from dartlib.data import load
-    from dartlib.dart.intermediate import load_or_train_refiner, refiner_path
-    from dartlib.experiments.engine import prepare_context, require_trained
+def split_config(settings: Settings):
+    """DART-split's g_phi1 / g_phi2 configuration: DART's settings (Algorithm 3)."""
+    return dataclasses.replace(settings.dart_config(), variant="dart-split")
 
-    context, meta = prepare_context(settings=settings, method_inputs=False, device=device, progress=progress,
-                                    trained_only=trained_only)
-    config = dataclasses.replace(context.refiner.config, variant="dart-split")  # DART's settings (Algorithm 3)
-    # prepare_context above has trained the source model or found it
-    checkpoint = settings.checkpoint()
-    if trained_only:
-        require_trained([refiner_path(checkpoint, config)])
-    train = None if trained_only else load(settings.source.dataset, split="train")
-    split, log = load_or_train_refiner(checkpoint, context.source, train, config, device=context.device,
-                                       progress=progress)
+
+def train_online_inputs(*, settings: Settings, device: str | None = None, progress: bool = False) -> None:
+    """The training stage of :func:`prepare_online_context`: notebook 04's inputs
+    (:func:`~dartlib.experiments.training_stage.train_profile_inputs`, without the methods') and
+    DART-split's g_phi1 / g_phi2, trained where absent with the same intermediate settings."""
+    from dartlib.dart.intermediate import load_or_train_refiner
+    from dartlib.experiments.training_stage import train_profile_inputs
+
+    source = train_profile_inputs(settings=settings, method_inputs=False, device=device, progress=progress)
+    load_or_train_refiner(source.checkpoint, source.model, source.train, split_config(settings),
+                          device=device or devices.default_device(), progress=progress)
+
+
+def prepare_online_context(
+    *, settings: Settings, device: str | None = None, progress: bool = False,
+) -> tuple[TestTimeContext, dict, list[dict]]:
+    """Notebook 04's context (source model, DART's g_phi) plus DART-split's g_phi1 / g_phi2 (made by
+    :func:`train_online_inputs`), loaded and applied with logits multiplied by the profile's
+    ``split_temperature`` (1.1 on CIFAR-10C, Appendix B), and the online-imbalance method options
+    (:data:`METHOD_OPTIONS`: SAR's reset). Returns the context, the source checkpoint's metadata and
+    DART-split's training log."""
+    from dartlib.dart.intermediate import load_refiners
+    from dartlib.experiments.engine import prepare_context
+
+    context, meta = prepare_context(settings=settings, method_inputs=False, device=device, progress=progress)
+    [(split, log)] = load_refiners(settings.checkpoint(), [split_config(settings)],
+                                   command=settings.training_command("online_imbalance"))
     split.temperature = settings.methods.split_temperature
     context.refiners["dart-split"] = split
     for method, options in METHOD_OPTIONS.items():

@@ -100,19 +100,26 @@ def trained_paper_variants(*, settings: Settings) -> list[str]:
     return [n for n in PAPER_VARIANTS if refiner_path(checkpoint, variant_config(settings=settings, name=n)).is_file()]
 
 
-def prepare_paper_context(*, settings: Settings, device: str | None = None, progress: bool = False,
-                          trained_only: bool = False):
+def train_paper_inputs(*, settings: Settings, device: str | None = None, progress: bool = False) -> None:
+    """The training stage of :func:`prepare_paper_context`: Table 1's inputs
+    (:func:`~dartlib.experiments.training_stage.train_profile_inputs`, NOTE's IABN copy included). The
+    paper variants' refiners are hours of a CPU core each, trained by name (``python -m dartlib
+    train-refiners --profile P --variants NAME``); the grid runs the variants found."""
+    from dartlib.experiments.training_stage import train_profile_inputs
+
+    train_profile_inputs(settings=settings, device=device, progress=progress)
+
+
+def prepare_paper_context(*, settings: Settings, device: str | None = None, progress: bool = False):
     """Table 1's context (NOTE's IABN model included) with every trained paper variant's refiner
-    under its variant name; nothing is trained here (``python -m dartlib train-refiners --profile P
-    --variants NAME`` trains one, hours of a CPU core). Returns (context, source metadata)."""
-    from dartlib.dart.intermediate import load_or_train_refiners
+    under its variant name, loaded. Returns (context, source metadata)."""
+    from dartlib.dart.intermediate import load_refiners
     from dartlib.experiments.engine import prepare_context
     from dartlib.paths import cache_root
 
-    context, meta = prepare_context(settings=settings, device=device, progress=progress, trained_only=trained_only)
+    context, meta = prepare_context(settings=settings, device=device, progress=progress)
     names = trained_paper_variants(settings=settings)
-    configs = [variant_config(settings=settings, name=n) for n in names]
-    refiners = load_or_train_refiners(settings.checkpoint(), context.source, None, configs, progress=progress)
+    refiners = load_refiners(settings.checkpoint(), [variant_config(settings=settings, name=n) for n in names])
     context.refiners.update({n: refiner for n, (refiner, _) in zip(names, refiners)})
     context.logits_store = cache_root()  # BNAdapt's logits, shared with the diagnosis's runs
     return context, meta
@@ -132,12 +139,15 @@ def paper_note_cells(settings: Settings) -> list[Cell]:
     return grid(**lt, method=["note"], refiner=["none", PAPER]) + grid(**lt, method=["note"], refiner=["dart"])
 
 
-def prepare_paper_note_context(*, settings: Settings, device: str | None = None, progress: bool = False,
-                               trained_only: bool = False):
-    """:func:`prepare_paper_context` of :func:`paper_note_settings`: fine-tunes the IABN copy where
-    it is absent (hours of a CPU core; an interrupted fine-tuning resumes from its last epoch)."""
-    return prepare_paper_context(settings=paper_note_settings(settings), device=device, progress=progress,
-                                 trained_only=trained_only)
+def train_paper_note_inputs(*, settings: Settings, device: str | None = None, progress: bool = False) -> None:
+    """:func:`train_paper_inputs` of :func:`paper_note_settings`: fine-tunes the IABN copy where it is
+    absent (hours of a CPU core; an interrupted fine-tuning resumes from its last epoch)."""
+    train_paper_inputs(settings=paper_note_settings(settings), device=device, progress=progress)
+
+
+def prepare_paper_note_context(*, settings: Settings, device: str | None = None, progress: bool = False):
+    """:func:`prepare_paper_context` of :func:`paper_note_settings` (made by :func:`train_paper_note_inputs`)."""
+    return prepare_paper_context(settings=paper_note_settings(settings), device=device, progress=progress)
 
 
 def paper_config_results(*, profile: str, compute: bool, progress: bool = False):
@@ -155,6 +165,7 @@ def paper_config_results(*, profile: str, compute: bool, progress: bool = False)
     folder = results_dir(profile)
     path = folder / "paper_config.csv"
     if compute:
+        train_paper_inputs(settings=settings, progress=progress)
         context, _ = prepare_paper_context(settings=settings, progress=progress)
         run_cells(profile_cells(settings), context, path=path, experiment="paper_config", progress=progress,
                   reuse=[folder / name for name in SHARED_RESULTS])

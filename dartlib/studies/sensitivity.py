@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from dartlib.analysis.noise import SE_SENTENCE, difference
-from dartlib.dart.intermediate import load_or_train_refiners
+from dartlib.dart.intermediate import load_or_train_refiners, load_refiners
 from dartlib.dart.refiner import Refiner
 from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells, source_context
 from dartlib.experiments.grid import Cell, grid, parse_params
@@ -111,17 +111,32 @@ class SensitivityStudy:
                          experiment="sensitivity", progress=s.profile != "smoke")
 
 
+def sensitivity_configs(settings: Settings) -> dict:
+    """Each refiner of :func:`refiner_changes` by name: the ablations' base g_phi with its change."""
+    base = ablation_base_config(settings)
+    return {name: replace(base, **change) for name, change in refiner_changes(settings).items()}
+
+
+def train_sensitivity_inputs(*, settings: Settings, device: str | None = None, progress: bool = False) -> None:
+    """The training stage of :func:`prepare_sensitivity`: the source model and test sets
+    (:func:`~dartlib.experiments.training_stage.train_source_inputs`) and every refiner of
+    :func:`refiner_changes` where absent (trained together, one pass of the frozen classifier per
+    intermediate batch size), on the machine's device unless ``device`` names one."""
+    from dartlib.experiments.training_stage import train_source_inputs
+
+    source = train_source_inputs(settings=settings, device=device, progress=progress)
+    load_or_train_refiners(source.checkpoint, source.model, source.train, list(sensitivity_configs(settings).values()),
+                           device=device or machine_device(), progress=progress)
+
+
 def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> SensitivityStudy:
-    """Every refiner of :func:`refiner_changes` (those not saved beside the checkpoint yet train
-    together, one pass of the frozen classifier per intermediate batch size), the LT streams and the
-    context the cells derive from (:func:`~dartlib.experiments.engine.source_context` around the
-    loaded source model, with the ``base`` refiner), all on the machine's device
+    """Every refiner of :func:`refiner_changes`, loaded (made by :func:`train_sensitivity_inputs`), the
+    LT streams and the context the cells derive from (:func:`~dartlib.experiments.engine.source_context`
+    around the loaded source model, with the ``base`` refiner), all on the machine's device
     (:func:`dartlib.experiments.engine.machine_device`)."""
     device = machine_device()
-    base = ablation_base_config(settings)
-    changes = refiner_changes(settings)
-    trained = load_or_train_refiners(setup.checkpoint, setup.model, setup.train,
-                                     [replace(base, **c) for c in changes.values()], device=device, progress=False)
+    changes = sensitivity_configs(settings)
+    trained = load_refiners(setup.checkpoint, list(changes.values()), command=settings.training_command("sensitivity"))
     refiners = {name: refiner for name, (refiner, _) in zip(changes, trained)}
     context = source_context(settings=settings, source=setup.model, refiner=refiners["base"], device=device)
     return SensitivityStudy(settings=settings, setup=setup, refiners=refiners, context=context)

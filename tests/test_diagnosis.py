@@ -228,3 +228,22 @@ def test_the_star_pairs_a_variant_with_table1_on_the_same_images():
     cost = failing_quantities(rows=frame, refiner="v", outcomes=outcomes)["cost"]
     # paired: only the 30 flipped images vary between DART and BNAdapt
     assert cost.kind == "images" and 0 < cost.se < 0.5 * math.sqrt(2) * math.sqrt(70 * 30 / 1000)
+
+
+def test_the_papers_g_phi_is_stated_once_and_its_refiners_are_named_after_it():
+    """PAPER_CIFAR10 is Appendix A's configuration; the paper profile's g_phi and notebook 15's paper
+    variants (their names included, which the committed rows and refiner files carry) derive from it."""
+    from dartlib.book.claims import PAPER_CONFIG
+    from dartlib.dart.refiner import PAPER_CIFAR10
+    from dartlib.studies.diagnosis import PAPER_VARIANT, SEED_GROUPS, variant_config
+    from dartlib.studies.paper_config import PAPER
+
+    assert (PAPER_CIFAR10.alpha, PAPER_CIFAR10.epochs, PAPER_CIFAR10.delta, PAPER_CIFAR10.n_dir,
+            PAPER_CIFAR10.batch_size, PAPER_CIFAR10.hidden, PAPER_CIFAR10.lr) == (0.1, 50, 10.0, 250, 64, 1000, 1e-3)
+    assert PAPER == PAPER_VARIANT == "alpha0.1-epochs50" and PAPER_CONFIG == "g_phi 50 epochs at alpha 0.1"
+    assert SEED_GROUPS["paper"] == ("alpha0.1-epochs50", "alpha0.1-epochs50-seed1", "alpha0.1-epochs50-seed2")
+    cpu = Settings.from_profile("cpu")
+    for seed, name in enumerate(SEED_GROUPS["paper"]):
+        config = variant_config(settings=cpu, name=name)
+        assert (config.alpha, config.epochs, config.seed) == (PAPER_CIFAR10.alpha, PAPER_CIFAR10.epochs, seed)
+    assert cpu.dart_config() == PAPER_CIFAR10  # the cpu profile's own g_phi is the paper's

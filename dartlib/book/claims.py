@@ -71,6 +71,7 @@ from dartlib.analysis.noise import NAN, Estimate, Outcomes, combination
 from dartlib.book.claim_readings import (_VERSUS, _corruptions, _cost_ratio, _restrict, _shared_seeds, batch_statistic,
                                          quantity, quantity_terms, seed_refiners)
 from dartlib.book.verdict_rules import CheckResult, _verdict, decisive, judge, judge_size
+from dartlib.dart.refiner import PAPER_CIFAR10
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.grid import folder_outcomes, read_results
 from dartlib.paths import results_dir
@@ -341,7 +342,7 @@ def claim_verdicts(*, table: pd.DataFrame, claims: list[dict] | None = None) -> 
 # What each results file's rows were computed with, per profile key (None: the paper's own setting):
 # a verdict names the configuration it judges (the paper: g_phi 50 epochs at alpha 0.1, NOTE's IABN
 # 30 epochs, every corruption).
-PAPER_CONFIG = "g_phi 50 epochs at alpha 0.1"
+PAPER_CONFIG = f"g_phi {PAPER_CIFAR10.epochs} epochs at alpha {PAPER_CIFAR10.alpha:g}"
 PAPER_G_PHI = "paper g_phi"  # the label of a verdict on the rows at the paper's g_phi
 PAPER_IABN = f"NOTE's IABN {PAPER_IABN_EPOCHS} epochs"  # and on NOTE's rows with its IABN at the paper's epochs
 EVERY_CORRUPTION = f"all {len(CORRUPTIONS)} corruptions"  # and on a grid's rows over every corruption

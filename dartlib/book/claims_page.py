@@ -20,6 +20,7 @@ from dartlib.experiments.grid import read_results
 from dartlib.experiments.settings import ABLATION_SHORTCUT, SHORTCUT, Settings, refiner_words
 from dartlib.paths import REPO_ROOT
 from dartlib.reporting.tables import parse_params
+from dartlib.studies.diagnosis import PAPER_VARIANT
 from dartlib.tta.note import PAPER_IABN_EPOCHS
 
 CLAIMS_PAGE = REPO_ROOT / "docs" / "claims.md"
@@ -295,7 +296,7 @@ def judged_configuration(*, settings: Settings, recorded: str, experiments: list
         "costs": f"test-time costs on {s.costs.corruption}, one device (notebook 10)",
         "prediction_deviation": "BNAdapt's test batches of CIFAR-10C-imb, gaussian_noise (notebook 05)",
         "diagnosis": "notebook 15's refiners, each named by its variant (docs/results.md)",
-        "paper_config": f"checks on +alpha0.1-epochs50 rows: {PAPER_CONFIG}, g_phi seeds 0, 1, 2 where run (BNAdapt), else 0, "
+        "paper_config": f"checks on +{PAPER_VARIANT} rows: {PAPER_CONFIG}, g_phi seeds 0, 1, 2 where run (BNAdapt), else 0, "
                         f"{n(s.table1.corruptions)} corruptions (CIFAR-10C-imb: {n(s.more_settings.imb_corruptions)}; notebook 06)",
         "all_corruptions": f"TENT on CIFAR-10C-imb and MEMO on CIFAR-10C-LT over all {len(CORRUPTIONS)} corruptions "
                            f"where computed ({main_of('all_corruptions')}; results file all_corruptions)",

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dartlib.dart.refiner import DartConfig
+from dartlib.dart.refiner import PAPER_CIFAR10, DartConfig
 from dartlib.experiments.settings import SHORTCUT, Settings
 
 
@@ -46,12 +46,18 @@ class Variant:
 # (results/cpu/diagnosis.csv), named "table1" among the variants.
 DIAGNOSED: dict[str, Any] = {"epochs": SHORTCUT["dart_epochs"], "alpha": SHORTCUT["dart_alpha"]}
 
+# The paper's g_phi (:data:`~dartlib.dart.refiner.PAPER_CIFAR10`) as a change of the diagnosed refiner:
+# its epochs and alpha, and the variant's name derived from them.
+PAPER_CHANGES: dict[str, Any] = {"epochs": PAPER_CIFAR10.epochs, "alpha": PAPER_CIFAR10.alpha}
+PAPER_VARIANT = f"alpha{PAPER_CIFAR10.alpha:g}-epochs{PAPER_CIFAR10.epochs}"
+_EPOCHS, _ALPHA = PAPER_CIFAR10.epochs, PAPER_CIFAR10.alpha
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("table1", "reference", "Table 1's refiner"),
-    Variant("epochs50", "epochs", "50 (the paper's)", {"epochs": 50}),
-    Variant("alpha0.1-epochs50", "epochs", "50 at alpha 0.1 (the paper's both)", {"epochs": 50, "alpha": 0.1}),
+    Variant(f"epochs{_EPOCHS}", "epochs", f"{_EPOCHS} (the paper's)", {"epochs": _EPOCHS}),
+    Variant(PAPER_VARIANT, "epochs", f"{_EPOCHS} at alpha {_ALPHA:g} (the paper's both)", PAPER_CHANGES),
     Variant("alpha0", "alpha", "0", {"alpha": 0.0}),
-    Variant("alpha0.1", "alpha", "0.1 (the paper's)", {"alpha": 0.1}),
+    Variant(f"alpha{_ALPHA:g}", "alpha", f"{_ALPHA:g} (the paper's)", {"alpha": _ALPHA}),
     Variant("alpha1", "alpha", "1", {"alpha": 1.0}),
     Variant("alpha10", "alpha", "10", {"alpha": 10.0}),
     Variant("delta1", "Dirichlet delta", "1 (more imbalanced chunks; 0.1 admits no split of 250 chunks)", {"delta": 1.0}),
@@ -68,8 +74,8 @@ VARIANTS: tuple[Variant, ...] = (
             {"per_class": 1000}, epochs_factor=5000 / 1000),
     Variant("seed1", "seed", "1 (g_phi's init and its batches)", {"seed": 1}),
     Variant("seed2", "seed", "2 (g_phi's init and its batches)", {"seed": 2}),
-    Variant("alpha0.1-epochs50-seed1", "seed", "1 at the paper's alpha and epochs", {"epochs": 50, "alpha": 0.1, "seed": 1}),
-    Variant("alpha0.1-epochs50-seed2", "seed", "2 at the paper's alpha and epochs", {"epochs": 50, "alpha": 0.1, "seed": 2}),
+    *(Variant(f"{PAPER_VARIANT}-seed{k}", "seed", f"{k} at the paper's alpha and epochs", {**PAPER_CHANGES, "seed": k})
+      for k in (1, 2)),
 )
 
 
@@ -180,7 +186,7 @@ HELDOUT_STREAM_SEEDS = (1, 2)
 # configuration: Table 1's (alpha 30, 10 epochs on the cpu profile) and the paper's (alpha 0.1, 50
 # epochs); each is measured on test streams drawn with its own seed.
 SEED_GROUPS = {"table1": ("table1", "seed1", "seed2"),
-               "paper": ("alpha0.1-epochs50", "alpha0.1-epochs50-seed1", "alpha0.1-epochs50-seed2")}
+               "paper": (PAPER_VARIANT, f"{PAPER_VARIANT}-seed1", f"{PAPER_VARIANT}-seed2")}
 SEED_VARIANTS = tuple(name for group in SEED_GROUPS.values() for name in group)
 
 

@@ -253,3 +253,37 @@ def test_the_pages_table1_block_gives_ours_over_the_papers_and_gains_from_unroun
                                      report_rows=report, methods=("noadapt", "note"), corruptions=("fog", "snow"))
     assert part.loc["NOTE", "rho = 10"] == "not run (1 of 2)" and part.loc["NOTE", "rho = 1"] == "70.0 / 81.8"
     assert part.loc["NOTE+DART", gains] == "+0.9 / -0.2; not run (1 of 2); +1.0 / +2.4"
+
+
+def test_table1s_tables_are_built_once_by_its_report():
+    """The notebook, the results page and the book take Table 1's tables from ``table1.report``: no
+    other module or notebook builds them from the rows (accuracy_by_row, dart_gain, beside_paper_block,
+    note_readings are the report's)."""
+    import re
+
+    from dartlib.paths import REPO_ROOT
+
+    builders = re.compile(r"(?<![\w.])(?:table1\.)?(accuracy_by_row|dart_gain|beside_paper_block|note_readings)\(")
+    found = []
+    for path in [*(REPO_ROOT / "dartlib").rglob("*.py"), *(REPO_ROOT / "notebooks").glob("*.ipynb")]:
+        if path.name == "table1.py":
+            continue
+        found += [f"{path.name}: {m.group(0)}" for m in builders.finditer(path.read_text())]
+    assert found == []
+
+
+def test_the_report_of_the_committed_cpu_rows_is_their_mean_per_row_and_dart_gain():
+    from dartlib.studies import table1
+
+    settings = Settings.from_profile("cpu")
+    rows = table1.stored(settings=settings)
+    assert len(rows.results) == len(table1.profile_cells(settings)) == 765 and len(rows.note_report) == 45
+    report = table1.report(settings=settings, rows=rows)
+    assert report.order[:3] == ["NoAdapt", "BNAdapt", "BNAdapt+DART"]
+    tent = rows.results[(rows.results.method == "tent") & (rows.results.shift_param == 10)]
+    with_dart, without = (tent[tent.refiner == r].accuracy.mean() for r in ("dart", "none"))
+    assert report.ours.loc["TENT", "rho=10"] == pytest.approx(without)
+    assert report.gain.loc["TENT", "rho=10"] == pytest.approx(with_dart - without)
+    assert report.paper_gain.loc["TENT", "rho=10"] == pytest.approx(report.paper.loc["TENT+DART", "rho=10"]
+                                                                    - report.paper.loc["TENT", "rho=10"])
+    assert list(report.note_readings().index)[:3] == ["NOTE", "NOTE+DART (memory; Table 1)", "NOTE+DART (report)"]

@@ -107,17 +107,12 @@ def _batch_shapes(*, profile: str, names: list[str], rows: pd.DataFrame, outcome
 
 def _table1(*, settings) -> pd.DataFrame:
     """The profile's Table 1 CIFAR-10C-LT block, ours / paper, from its current rows."""
-    from dartlib.experiments.grid import stored_rows
-    from dartlib.paths import results_dir
     from dartlib.studies import table1
 
     if settings.test.corrupted_dataset != "cifar10c":
         raise ValueError(f"docs/results.md's Table 1 sets CIFAR-10-C rows beside the paper's; profile {settings.profile} "
                          f"runs {settings.test.corrupted_dataset}")
-    folder = results_dir(settings.profile)
-    results = stored_rows(table1.profile_cells(settings), path=folder / "table1.csv")
-    report = stored_rows(table1.profile_note_report_cells(settings), path=folder / "note_report.csv")
-    block = table1.beside_paper_block(results=results, report_rows=report, methods=table1.TABLE1_METHODS)
+    block = table1.report(settings=settings, rows=table1.stored(settings=settings)).beside_paper_block()
     return block.rename(index=_TABLE1_LABELS)
 
 

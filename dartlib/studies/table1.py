@@ -1,8 +1,11 @@
-"""Table 1 (CIFAR-10C-LT block), prepare -> cells -> run -> table -> figure: every method with and
-without DART on every (corruption, rho) LT stream of CIFAR-10-C (or the profile's corrupted set),
-cells run through :mod:`dartlib.experiments.engine`; then our accuracies per row, DART's gain per
-method beside the paper's, the rendered table, the per-corruption tables (Appendix, Tables 19 to
-21), the direction of DART's effect per stream and DART at rho = 1 against BNAdapt's accuracy.
+"""Table 1 (CIFAR-10C-LT block), read top to bottom: the cells (every method with and without DART
+on every (corruption, rho) LT stream of CIFAR-10-C, or the profile's corrupted set), :func:`run`
+(the training stage, the context, the cells through :mod:`dartlib.experiments.engine`: the rows)
+or :func:`stored` (the rows as committed), and :func:`report` (the rows' tables: our accuracies
+per row, DART's gain per method beside the paper's, NOTE's two readings, the block docs/results.md
+prints), which the notebook, the results page and the book call; then the rendered table, the
+per-corruption tables (Appendix, Tables 19 to 21), the direction of DART's effect per stream and
+DART at rho = 1 against BNAdapt's accuracy.
 
 Whether DART's effect "disagrees with the paper" is decided with one threshold,
 :data:`dartlib.analysis.effects.FLAT_POINTS`, everywhere."""
@@ -10,7 +13,7 @@ Whether DART's effect "disagrees with the paper" is decided with one threshold,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,7 +23,7 @@ from dartlib.analysis.effects import FLAT_POINTS, effect_summary, rank_correlati
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import HOW_TO_GET, expected_path
 from dartlib.experiments.engine import paired
-from dartlib.experiments.grid import Cell, grid
+from dartlib.experiments.grid import Cell, grid, stored_rows
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
 from dartlib.reporting.figures import HALF_WIDTH, WIDTH, save_figure
@@ -66,6 +69,86 @@ def note_report_cells(cells: list[Cell]) -> list[Cell]:
 def profile_note_report_cells(settings: Settings) -> list[Cell]:
     """:func:`note_report_cells` of a profile's Table 1 grid."""
     return note_report_cells(profile_cells(settings))
+
+
+@dataclass(frozen=True)
+class Table1Rows:
+    """Table 1's rows (``results``, each with its ``row`` label) and NOTE+DART's other reading
+    (``note_report``, :data:`NOTE_REPORT_OPTION`), as :func:`run` computed or :func:`stored` read
+    them; ``meta``: the source checkpoint's metadata where they were computed here."""
+
+    results: pd.DataFrame
+    note_report: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+
+
+def run(*, settings: Settings, progress: bool | None = None) -> Table1Rows:
+    """Table 1 computed where its rows are missing or stale: the training stage
+    (:func:`~dartlib.experiments.training_stage.train_profile_inputs`: source model, test sets,
+    notebook 04's g_phi, NOTE's IABN copy), the context loaded once, then the cells of
+    :func:`profile_cells` and :func:`note_report_cells` through the one engine (keyed and resumable:
+    ``results/<profile>/table1.csv`` and ``note_report.csv``). ``progress``: a line per cell (default:
+    on every profile but smoke)."""
+    from dartlib.experiments.engine import prepare_context, run_cells
+    from dartlib.experiments.training_stage import train_profile_inputs
+
+    train_profile_inputs(settings=settings)
+    context, meta = prepare_context(settings=settings)
+    progress = settings.profile != "smoke" if progress is None else progress
+    folder, cells = results_dir(settings.profile), profile_cells(settings)
+    results = run_cells(cells, context, path=folder / "table1.csv", experiment="table1", progress=progress)
+    report_rows = run_cells(note_report_cells(cells), context, path=folder / "note_report.csv",
+                            experiment="note_report", progress=progress)
+    return Table1Rows(results=with_row_labels(results), note_report=report_rows, meta=meta)
+
+
+def stored(*, settings: Settings) -> Table1Rows:
+    """Table 1's rows as stored for ``settings`` (what :func:`run` wrote), computing nothing."""
+    folder = results_dir(settings.profile)
+    return Table1Rows(results=with_row_labels(stored_rows(profile_cells(settings), path=folder / "table1.csv")),
+                      note_report=stored_rows(profile_note_report_cells(settings), path=folder / "note_report.csv"))
+
+
+@dataclass(frozen=True)
+class Table1Report:
+    """The tables of Table 1's rows (:func:`report`): ``ours`` (mean accuracy per row and rho),
+    ``gain`` (DART's, per method), the paper's (``paper``, ``paper_gain``; None off CIFAR-10-C)."""
+
+    settings: Settings
+    rows: Table1Rows
+    methods: list[str]
+    order: list[str]
+    ours: pd.DataFrame
+    gain: pd.DataFrame
+    paper: pd.DataFrame | None
+    paper_gain: pd.DataFrame | None
+
+    def note_readings(self) -> pd.DataFrame:
+        """:func:`note_readings` of the rows."""
+        return note_readings(self.rows.results, self.rows.note_report)
+
+    def beside_paper_block(self, *, corruptions: Sequence[str] = CORRUPTIONS) -> pd.DataFrame:
+        """:func:`beside_paper_block` of the rows over the paper's methods (the rows it has numbers for)."""
+        return beside_paper_block(results=self.rows.results, report_rows=self.rows.note_report, methods=TABLE1_METHODS,
+                                  corruptions=corruptions)
+
+    def print_gain_beside_paper(self) -> None:
+        """:func:`print_gain_beside_paper` of the report's tables."""
+        print_gain_beside_paper(self.ours, self.paper, self.gain, self.paper_gain,
+                                corrupted_dataset=self.settings.test.corrupted_dataset)
+
+
+def report(*, settings: Settings, rows: Table1Rows) -> Table1Report:
+    """Table 1's tables from its ``rows`` (:func:`run` or :func:`stored`), built once for the
+    notebook, the results page and the book: the profile's methods (Table 1's and ``extra_methods``)
+    in the paper's row order, our accuracies, DART's gains, and the paper's on CIFAR-10-C."""
+    methods = [*TABLE1_METHODS, *settings.table1.extra_methods]
+    order = row_order(methods)
+    ours = accuracy_by_row(rows.results, order)
+    paper = paper_table1(order) if settings.test.corrupted_dataset == "cifar10c" else None
+    return Table1Report(settings=settings, rows=rows, methods=methods, order=order, ours=ours,
+                        gain=dart_gain(ours, methods), paper=paper,
+                        paper_gain=dart_gain(paper, methods) if paper is not None else None)
 
 
 def row_order(methods: Sequence[str]) -> list[str]:

@@ -82,10 +82,10 @@ def test_the_grid_command_runs_its_training_stage_before_preparing_and_status_do
         assert main(argv) == 130 and order == expected, argv  # 130: the command's answer to an interruption
 
 
-def test_train_names_the_valid_grids(capsys, monkeypatch):
-    from dartlib.cli import train as train_cli
+def test_train_names_the_valid_grids_before_anything_trains(capsys, monkeypatch):
+    from dartlib.cli import main
 
-    monkeypatch.setattr("dartlib.experiments.training_stage.train_profile_inputs", _forbidden)
-    assert train_cli._training_stage(Settings.from_profile("smoke"), grids="tabel1", progress=False) == 2
+    monkeypatch.setattr("dartlib.models.training.train_source", _forbidden)
+    assert main(["train", "--profile", "smoke", "--grids", "tabel1"]) == 2
     err = capsys.readouterr().err
     assert "unknown grid tabel1; valid: table1, note_report" in err and "or all" in err

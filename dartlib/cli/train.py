@@ -27,6 +27,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     recipe = args.recipe or (p.source.recipe if p else None)
     if not (dataset and arch and recipe):
         raise SystemExit("give --profile, or all of --dataset, --arch and --recipe")
+    grids = _grid_names(args.grids)  # checked before anything trains
+    if grids is None:
+        return 2
     seed = args.seed if args.seed is not None else (p.seed if p else 0)
     target = checkpoint_path(dataset=dataset, arch=arch, recipe=recipe, seed=seed, directory=args.directory).parent
     writable((target, "train into another folder with --directory DIR" if args.directory else DATA_ROOT_CHANGE),
@@ -41,27 +44,35 @@ def _cmd_train(args: argparse.Namespace) -> int:
     source_only = any(v is not None for v in (args.dataset, args.arch, args.recipe, args.seed, args.directory))
     if p is None or source_only:
         return 0
-    return _training_stage(p, grids=args.grids, progress=not args.quiet)
+    return _training_stage(p, grids=grids, progress=not args.quiet)
 
 
-def _training_stage(settings, *, grids: str | None, progress: bool) -> int:
-    """The rest of the profile's training stage after its source model: the corrupted test sets, g_phi
-    and the methods' trained inputs (:func:`~dartlib.experiments.training_stage.train_profile_inputs`),
-    then each grid's of ``grids`` (comma-separated names of :data:`~dartlib.studies.grids.GRIDS`, or all)."""
-    from dartlib.experiments.settings import study_of
-    from dartlib.experiments.training_stage import train_profile_inputs
+def _grid_names(grids: str | None) -> list[str] | None:
+    """The grids of ``--grids`` (comma-separated names of :data:`~dartlib.studies.grids.GRIDS`, or all);
+    None, after an error line listing the valid names, where one is unknown."""
     from dartlib.studies.grids import GRIDS
 
     names = list(GRIDS) if grids == "all" else [n for n in (grids or "").split(",") if n]
     unknown = [n for n in names if n not in GRIDS]
     if unknown:
         print(f"error: unknown grid {', '.join(unknown)}; valid: {', '.join(GRIDS)}, or all", file=sys.stderr)
-        return 2
+        return None
+    return names
+
+
+def _training_stage(settings, *, grids: list[str], progress: bool) -> int:
+    """The rest of the profile's training stage after its source model: the corrupted test sets, g_phi
+    and the methods' trained inputs (:func:`~dartlib.experiments.training_stage.train_profile_inputs`),
+    then each of ``grids``' own (:attr:`~dartlib.studies.grids.GridSpec.train`)."""
+    from dartlib.experiments.settings import study_of
+    from dartlib.experiments.training_stage import train_profile_inputs
+    from dartlib.studies.grids import GRIDS
+
     writable(*data_folders())
     train_profile_inputs(settings=settings, progress=progress)
     print(f"{settings.profile}: the corrupted test sets (severity {settings.test.severity}), g_phi and the methods' "
           f"trained inputs trained (or found) beside {settings.checkpoint().name}")
-    for name in names:
+    for name in grids:
         GRIDS[name].train(settings=settings.for_study(study_of(name)) if study_of(name) else settings,
                           progress=progress)
         print(f"{settings.profile}: grid {name}'s trained inputs trained (or found)")

@@ -80,12 +80,11 @@ def _by_line(block: pd.DataFrame) -> pd.DataFrame:
     return block.set_axis(names, axis=0)
 
 
-def _diagnosis(*, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
-    """Notebook 15's variant table as the page prints it: each quantity "value ± SE", with ``*`` where
-    it moved beyond 2 SE from Table 1's refiner (the paired difference of the two refiners' rows)."""
-    from dartlib.studies.diagnosis_report import diagnosis_table
-
-    table = diagnosis_table(rows=rows, outcomes=outcomes)
+def _diagnosis(diagnosis) -> pd.DataFrame:
+    """Notebook 15's variant table (of ``diagnosis``, a :class:`~dartlib.studies.diagnosis_report.DiagnosisReport`)
+    as the page prints it: each quantity "value ± SE", with ``*`` where it moved beyond 2 SE from
+    Table 1's refiner (the paired difference of the two refiners' rows)."""
+    table = diagnosis.variants_table(with_seconds=False)
     quantities = {"cost": "cost at rho = 1", "IR 20": "IR 20", "IR 50": "IR 50", "IR 5000": "IR 5000",
                   "gain rho 10": "gain at rho = 10", "gain rho 100": "gain at rho = 100"}
     out = table[["factor", "setting"]].copy()
@@ -95,14 +94,10 @@ def _diagnosis(*, rows: pd.DataFrame, outcomes) -> pd.DataFrame:
     return out.set_index("factor")
 
 
-def _batch_shapes(*, profile: str, names: list[str], rows: pd.DataFrame, outcomes) -> pd.DataFrame:
-    """Notebook 15's batch-shape table: each variant that changes g_phi's intermediate batches, their
-    shape, and what g_phi then does."""
-    from dartlib.studies.diagnosis import batch_shape_results
-    from dartlib.studies.diagnosis_report import batch_shape_table
-
-    shapes = batch_shape_results(profile=profile, compute=False, names=names)
-    return batch_shape_table(shapes=shapes, rows=rows, outcomes=outcomes).set_index("variant")
+def _batch_shapes(diagnosis) -> pd.DataFrame:
+    """Notebook 15's batch-shape table (of ``diagnosis``): each variant that changes g_phi's
+    intermediate batches, their shape, and what g_phi then does."""
+    return diagnosis.batch_shape_table().set_index("variant")
 
 
 def _table1(*, settings) -> pd.DataFrame:
@@ -131,28 +126,21 @@ def _ablation_gains(*, settings) -> pd.DataFrame:
 
 def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     """Every generated table of the page, by name, as markdown from ``profile``'s committed rows."""
-    from dartlib.experiments.grid import folder_outcomes
     from dartlib.experiments.settings import Settings
-    from dartlib.paths import results_dir
     from dartlib.studies import all_corruptions, memo_views, paper_config
-    from dartlib.studies.diagnosis import diagnosis_results
+    from dartlib.studies import diagnosis_report
 
     settings = Settings.from_profile(profile)
-    rows = paper_config.paper_config_results(profile=profile, compute=False)
-    outcomes = folder_outcomes(results_dir(profile))
-    common = dict(settings=settings, rows=rows, outcomes=outcomes)
-    variants = list(settings.diagnosis.variants)
-    diagnosis_rows, _ = diagnosis_results(profile=profile, compute=False, names=variants)  # read once, for both tables
+    paper = paper_config.report(profile=profile)
+    outcomes = paper.outcomes
+    diagnosis = diagnosis_report.report(profile=profile, names=settings.diagnosis.variants)  # read once, for both tables
     return {
         "table1": markdown(_table1(settings=settings), first="method"),
-        "paper_config_accuracy": markdown(_by_method(paper_config.accuracy_block(**common, methods=list(paper_config.BLOCK_METHODS))),
-                                           first="method, stream"),
-        "paper_config_gains": markdown(_by_method(paper_config.every_method_block(**common, methods=list(paper_config.BLOCK_METHODS))),
-                                        first="method, stream"),
-        "paper_config_bnadapt": markdown(_by_stream(paper_config.bnadapt_block(**common)), first="stream"),
-        "paper_config_imb": markdown(_by_method(paper_config.imb_block(**common)), first="method, stream"),
-        "table1_gain_vs_paper": markdown(_plus_dart(paper_config.gain_beside_paper_block(
-            **common, methods=list(paper_config.BLOCK_METHODS))), first="method"),
+        "paper_config_accuracy": markdown(_by_method(paper.accuracy_block()), first="method, stream"),
+        "paper_config_gains": markdown(_by_method(paper.every_method_block()), first="method, stream"),
+        "paper_config_bnadapt": markdown(_by_stream(paper.bnadapt_block()), first="stream"),
+        "paper_config_imb": markdown(_by_method(paper.imb_block()), first="method, stream"),
+        "table1_gain_vs_paper": markdown(_plus_dart(paper.gain_beside_paper_block()), first="method"),
         "all_corruptions": markdown(_by_line(all_corruptions.all_corruptions_block(
             settings=settings, rows=all_corruptions.stored(profile=profile), outcomes=outcomes)), first="line, stream"),
         "sensitivity_all_corruptions": markdown(_by_line(all_corruptions.sensitivity_block(
@@ -161,9 +149,8 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
         "memo_views": markdown(_by_line(memo_views.views_block(settings=settings, rows=memo_views.stored(profile=profile),
                                                                 outcomes=outcomes)), first="line, stream"),
         "ablation_gains": markdown(_ablation_gains(settings=settings), first="variant, stream"),
-        "diagnosis_variants": markdown(_diagnosis(rows=diagnosis_rows, outcomes=outcomes), first="factor"),
-        "diagnosis_batch_shapes": markdown(_batch_shapes(profile=profile, names=variants, rows=diagnosis_rows, outcomes=outcomes),
-                                            first="variant"),
+        "diagnosis_variants": markdown(_diagnosis(diagnosis), first="factor"),
+        "diagnosis_batch_shapes": markdown(_batch_shapes(diagnosis), first="variant"),
         **section_blocks(profile=profile),
     }
 
@@ -174,7 +161,6 @@ def figure3_caption(*, profile: str = PROFILE) -> str:
     BNAdapt+DART's accuracy at the first and last rho, and DART's gain over BNAdapt at each rho of
     ``lt_rhos`` over the paper's three g_phi seeds with its SE (:func:`dartlib.studies.paper_config.bnadapt_block`),
     beside the paper's."""
-    from dartlib.experiments.grid import folder_outcomes
     from dartlib.experiments.settings import Settings, refiner_words
     from dartlib.paths import results_dir
     from dartlib.studies import paper_config
@@ -182,8 +168,7 @@ def figure3_caption(*, profile: str = PROFILE) -> str:
     settings = Settings.from_profile(profile)
     curve = pd.read_csv(results_dir(profile) / "accuracy_vs_rho.csv").pivot(index="method", columns="rho", values="accuracy")
     first, last = curve.columns.min(), curve.columns.max()
-    block = paper_config.bnadapt_block(settings=settings, rows=paper_config.paper_config_results(profile=profile, compute=False),
-                                       outcomes=folder_outcomes(results_dir(profile)))
+    block = paper_config.report(profile=profile).bnadapt_block()
     rhos = [f"rho={r:g}" for r in settings.test.lt_rhos]
     gains = [str(block.loc["gain, paper g_phi, seeds 0-2", r]) for r in rhos]
     ours = " / ".join(g if g.startswith("-") else f"+{g}" for g in gains)

@@ -35,12 +35,10 @@ def seeds_block(*, profile: str) -> str:
     """Notebook 15's seed replicas of Table 1's refiner (``results/<profile>/diagnosis.csv``): per
     setting, mean ± std over seeds of the mean over the corruptions, beside the paper's mean ± std."""
     from dartlib.experiments.settings import Settings
-    from dartlib.studies.diagnosis import diagnosis_results
-    from dartlib.studies.diagnosis_report import seed_table
+    from dartlib.studies import diagnosis_report
 
     settings = Settings.from_profile(profile)
-    rows, _ = diagnosis_results(profile=profile, compute=False, names=list(settings.diagnosis.variants))
-    table = seed_table(rows=rows, lt_rhos=settings.test.lt_rhos, online_irs=(1, 20, 50, 5000))
+    table = diagnosis_report.report(profile=profile, names=settings.diagnosis.variants).seed_table("table1")
     return markdown(table.rename(columns={"method": "row", "ours": "ours, mean ± std over seeds",
                                           "paper": "paper, mean ± std over 4 seeds"}))
 

@@ -50,7 +50,7 @@ from dartlib.experiments.settings import Settings
 from dartlib.reporting.paper import TABLES as PAPER_TABLES, load_table
 from dartlib.reporting.tables import with_row_labels
 from dartlib.studies.costs import cost_rows
-from dartlib.studies.diagnosis_report import diagnosis_table, seed_table
+from dartlib.studies.diagnosis_report import DiagnosisReport
 from dartlib.studies.table1 import TABLE1_METHODS, per_corruption_table, rendered_table, row_order
 
 DOCS_DIR = REPO_ROOT / "docs"
@@ -128,12 +128,11 @@ def _seed_section(*, sources: BookSources, settings: Settings) -> list[str]:
     path = sources.results / "diagnosis.csv"
     if not path.is_file():
         return []  # no replicas
-    from dartlib.dart.refiner import DartConfig
+    from dartlib.dart.refiner import PAPER_CIFAR10 as paper  # a profile whose own g_phi it is reads its replicas
 
-    paper = DartConfig()  # the paper's g_phi: a profile whose own g_phi it is reads the replicas of that one
     own_is_paper = (settings.dart.epochs, settings.dart.alpha) == (paper.epochs, paper.alpha)
-    table = seed_table(rows=read_results(path), lt_rhos=settings.test.lt_rhos, online_irs=settings.online.irs,
-                       group="paper" if own_is_paper else "table1")
+    table = DiagnosisReport(settings=settings, rows=read_results(path), outcomes=None).seed_table(
+        "paper" if own_is_paper else "table1")
     if not len(table) or table["seeds"].max() < 2:
         return []
     return [f"**Over seeds.** Table 1's BNAdapt rows and CIFAR-10C-imb (g_phi {settings.dart.epochs} epochs at "
@@ -150,7 +149,8 @@ def _diagnosis_section(*, sources: BookSources) -> list[str]:
     path = sources.results / "diagnosis.csv"
     if not path.is_file():
         return []
-    table = diagnosis_table(rows=read_results(path), outcomes=folder_outcomes(sources.results))
+    table = DiagnosisReport(rows=read_results(path), outcomes=folder_outcomes(sources.results)).variants_table(
+        with_seconds=False)
     # the variant's internal name stays in notebook 15; factor and setting say what it is
     table = table.drop(columns=["variant"]).set_index(["factor", "setting"])
     return ["**Why DART's cost at ρ = 1 and its margin over NoAdapt on CIFAR-10C-imb fail.** Table 1's refiner "

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from dartlib.analysis.noise import Estimate, Outcomes, difference
+from dartlib.experiments.settings import Settings
 from dartlib.reporting.figures import WIDTH, save_figure
 from dartlib.studies.diagnosis import (DIAGNOSIS_IRS, DIAGNOSIS_RHO, HELDOUT_STREAM_SEEDS, HELDOUT_STREAM_VARIANTS,
                                       SEED_GROUPS, VARIANTS, variant)
@@ -254,3 +257,61 @@ def diagnosis_figure(*, rows: pd.DataFrame, profile: str, outcomes: Outcomes | N
                  f"one factor of Table 1's g_φ changed at a time ({profile} profile)")
     save_figure(fig, profile=profile, name="diagnosis")
     return fig
+
+
+@dataclass(frozen=True)
+class DiagnosisReport:
+    """Notebook 15's rows (``rows``, with the refiners' ``provenance`` and the variants' intermediate
+    batch ``shapes`` where known) and their per-image ``outcomes``, for the studied profile's
+    ``settings`` (which only the seed table reads); each table is built by one method here, for the
+    notebook, the results page and the book."""
+
+    rows: pd.DataFrame
+    outcomes: Outcomes | None
+    settings: Settings | None = None
+    provenance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    shapes: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def seconds(self) -> dict[str, float]:
+        """Each variant's refiner training time (s, rounded), from the provenance."""
+        p = self.provenance
+        return dict(zip(p["variant"], p["seconds_per_refiner"].round())) if len(p) else {}
+
+    def variants_table(self, *, with_seconds: bool = True) -> pd.DataFrame:
+        """:func:`diagnosis_table` of the rows (``with_seconds``: each refiner's training time too)."""
+        return diagnosis_table(rows=self.rows, seconds=self.seconds() if with_seconds else None, outcomes=self.outcomes)
+
+    def batch_shape_table(self) -> pd.DataFrame:
+        """:func:`batch_shape_table` of the shapes and rows (empty where the shapes are not known)."""
+        return batch_shape_table(shapes=self.shapes, rows=self.rows, outcomes=self.outcomes) if len(self.shapes) \
+            else pd.DataFrame()
+
+    def seed_table(self, group: str) -> pd.DataFrame:
+        """:func:`seed_table` of ``group`` at the studied profile's rhos and IRs."""
+        if self.settings is None:
+            raise ValueError("the seed table reads the studied profile's rhos and IRs: make the report with its settings")
+        return seed_table(rows=self.rows, lt_rhos=self.settings.test.lt_rhos, online_irs=self.settings.online.irs,
+                          group=group)
+
+    def heldout_stream_table(self) -> pd.DataFrame:
+        """:func:`heldout_stream_table` of the rows."""
+        return heldout_stream_table(rows=self.rows, outcomes=self.outcomes)
+
+    def figure(self, *, profile: str):
+        """:func:`diagnosis_figure` of the rows, saved under ``figures/<profile>/``."""
+        return diagnosis_figure(rows=self.rows, profile=profile)
+
+
+def report(*, profile: str, names: Sequence[str], compute: bool = False) -> DiagnosisReport:
+    """Notebook 15's rows of ``profile`` for the variants ``names``
+    (:func:`~dartlib.studies.diagnosis.diagnosis_results`; ``compute``: the missing refiners trained and
+    the missing or stale cells computed first, hours on a CPU) and the variants' batch shapes
+    (:func:`~dartlib.studies.diagnosis.batch_shape_results`), with their per-image outcomes."""
+    from dartlib.experiments.grid import folder_outcomes
+    from dartlib.paths import results_dir
+    from dartlib.studies.diagnosis import batch_shape_results, diagnosis_results
+
+    rows, provenance = diagnosis_results(profile=profile, compute=compute, names=list(names), progress=compute)
+    shapes = batch_shape_results(profile=profile, compute=compute, names=list(names))
+    return DiagnosisReport(settings=Settings.from_profile(profile), rows=rows, outcomes=folder_outcomes(results_dir(profile)),
+                           provenance=provenance, shapes=shapes)

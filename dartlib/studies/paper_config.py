@@ -25,6 +25,8 @@ seed spread added over g_phi seeds); a cell whose rows are not all there reads "
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from dartlib.analysis.noise import Estimate, Outcomes, combination
@@ -372,3 +374,47 @@ def imb_block(*, settings: Settings, rows: pd.DataFrame, outcomes: Outcomes | No
     profile's: :func:`accuracy_block`'s accuracies, then :func:`every_method_block`'s gains."""
     common = dict(settings=settings, rows=rows, outcomes=outcomes, methods=list(IMB_METHODS), shift="online-imb")
     return accuracy_block(**common).join(every_method_block(**common)).fillna("")
+
+
+@dataclass(frozen=True)
+class PaperConfigReport:
+    """The rows of the paper-configuration grids (:func:`paper_config_results`) with their per-image
+    outcomes, and the blocks built from them: what notebook 06 prints and the results page
+    generates, each from the same rows by the same function."""
+
+    settings: Settings
+    rows: pd.DataFrame
+    outcomes: Outcomes
+
+    def _common(self) -> dict:
+        return dict(settings=self.settings, rows=self.rows, outcomes=self.outcomes)
+
+    def bnadapt_block(self) -> pd.DataFrame:
+        """:func:`bnadapt_block` of the rows."""
+        return bnadapt_block(**self._common())
+
+    def accuracy_block(self) -> pd.DataFrame:
+        """:func:`accuracy_block` of the rows, every method of :data:`BLOCK_METHODS`."""
+        return accuracy_block(**self._common(), methods=list(BLOCK_METHODS))
+
+    def every_method_block(self) -> pd.DataFrame:
+        """:func:`every_method_block` of the rows, every method of :data:`BLOCK_METHODS`."""
+        return every_method_block(**self._common(), methods=list(BLOCK_METHODS))
+
+    def gain_beside_paper_block(self) -> pd.DataFrame:
+        """:func:`gain_beside_paper_block` of the rows, every method of :data:`BLOCK_METHODS`."""
+        return gain_beside_paper_block(**self._common(), methods=list(BLOCK_METHODS))
+
+    def imb_block(self) -> pd.DataFrame:
+        """:func:`imb_block` of the rows."""
+        return imb_block(**self._common())
+
+
+def report(*, profile: str, compute: bool = False, progress: bool = False) -> PaperConfigReport:
+    """The paper configuration's rows of ``profile`` (:func:`paper_config_results`: computed first where
+    ``compute``, else read) with their per-image outcomes, as a :class:`PaperConfigReport`."""
+    from dartlib.experiments.grid import folder_outcomes
+    from dartlib.paths import results_dir
+
+    rows = paper_config_results(profile=profile, compute=compute, progress=progress)
+    return PaperConfigReport(settings=Settings.from_profile(profile), rows=rows, outcomes=folder_outcomes(results_dir(profile)))

@@ -257,9 +257,9 @@ def test_the_pages_table1_block_gives_ours_over_the_papers_and_gains_from_unroun
 
 def test_table1s_tables_are_built_once_by_its_reports():
     """The notebooks, the results page and the book take Table 1's tables from ``table1.report``, the
-    paper configuration's blocks from ``paper_config.report`` and the diagnosis's tables from
-    ``diagnosis_report.report`` (or its DiagnosisReport): no other module or notebook builds them from
-    the rows (the functions below are the reports')."""
+    paper configuration's blocks from ``paper_config.report``, the diagnosis's tables from
+    ``diagnosis_report.report`` (or its DiagnosisReport) and the ablations' from ``ablations.report``:
+    no other module or notebook builds them from the rows (the functions below are the reports')."""
     import re
 
     from dartlib.paths import REPO_ROOT
@@ -268,10 +268,12 @@ def test_table1s_tables_are_built_once_by_its_reports():
                 "paper_config.py": ("bnadapt_block", "accuracy_block", "every_method_block", "gain_beside_paper_block",
                                     "imb_block"),
                 "diagnosis_report.py": ("diagnosis_table", "batch_shape_table", "seed_table", "heldout_stream_table",
-                                        "diagnosis_figure")}
+                                        "diagnosis_figure"),
+                "ablations.py": ("mean_accuracy", "ablation_tables", "gains_beside_shortcut", "plot_variant_gains")}
     found = []
     for home, names in builders.items():
-        called = re.compile(r"(?<![\w.])(?:table1\.|paper_config\.|diagnosis_report\.)?(" + "|".join(names) + r")\(")
+        modules = "|".join(name.removesuffix(".py") for name in builders)
+        called = re.compile(r"(?<![\w.])(?:(?:" + modules + r")\.)?(" + "|".join(names) + r")\(")
         for path in [*(REPO_ROOT / "dartlib").rglob("*.py"), *(REPO_ROOT / "notebooks").glob("*.ipynb")]:
             if path.name != home:
                 found += [f"{path.name}: {m.group(0)}" for m in called.finditer(path.read_text())]

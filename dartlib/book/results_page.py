@@ -115,12 +115,9 @@ def _ablation_gains(*, settings) -> pd.DataFrame:
     """Notebook 07's variants: each one's gain over BNAdapt at the profile's ablation refiners beside
     the former shortcut's and the paper's (:func:`dartlib.studies.ablations.gains_beside_shortcut`),
     from the committed rows."""
-    from dartlib.experiments.grid import read_results
-    from dartlib.paths import results_dir
-    from dartlib.studies.ablations import gains_beside_shortcut, stream_column
+    from dartlib.studies import ablations
 
-    rows = read_results(results_dir(settings.profile) / "ablations.csv")
-    table = gains_beside_shortcut(results=rows.assign(column=stream_column(rows)), settings=settings)
+    table = ablations.report(settings=settings, rows=ablations.stored(settings=settings)).gains_beside_shortcut()
     return table.set_index([[f"{v}, {s}" for v, s in zip(table.variant, table.stream)]]).drop(columns=["variant", "stream"])
 
 

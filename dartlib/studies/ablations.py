@@ -10,12 +10,15 @@ variants of a stream share one forward of the frozen BN-adapted source model (it
 :func:`bnadapt_streams` keeps that model's per-batch logits and penultimate features of whole
 streams for analyses that read the features themselves (HOC, Appendix E).
 
-Its tables beside the paper's (:func:`ablation_tables`) and the gain figure (:func:`plot_variant_gains`)."""
+:func:`run` (the training stage, the context, the cells: the rows) or :func:`stored` (the rows as
+committed) and :func:`report` (its tables beside the paper's, :func:`ablation_tables`; the gains
+beside the former shortcut's, :func:`gains_beside_shortcut`; the gain figure,
+:func:`plot_variant_gains`), which notebook 07 and the results page call."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -180,6 +183,64 @@ def run_ablations(*, settings: Settings, context: TestTimeContext) -> pd.DataFra
     results = run_cells(ablation_cells(settings), context, path=results_dir(settings.profile) / "ablations.csv",
                         experiment="ablations", progress=settings.profile != "smoke")
     return results.assign(column=stream_column(results))
+
+
+@dataclass(frozen=True)
+class AblationRows:
+    """The ablation grid's rows (each with its table ``column``) and, where computed here, the source
+    checkpoint's metadata and the number of variants trained."""
+
+    results: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    variants: int = 0
+
+
+def run(*, settings: Settings) -> AblationRows:
+    """The ablations computed where their rows are missing or stale: the training stage
+    (:func:`train_ablation_inputs`), the context (:func:`prepare_ablation_context`), then every cell of
+    :func:`ablation_cells` (:func:`run_ablations`)."""
+    train_ablation_inputs(settings=settings)
+    context, meta = prepare_ablation_context(settings=settings)
+    return AblationRows(results=run_ablations(settings=settings, context=context), meta=meta,
+                        variants=len(context.refiners))
+
+
+def stored(*, settings: Settings) -> AblationRows:
+    """The ablation grid's rows as stored for ``settings`` (what :func:`run` wrote), computing nothing."""
+    from dartlib.experiments.grid import stored_rows
+
+    results = stored_rows(ablation_cells(settings), path=results_dir(settings.profile) / "ablations.csv")
+    return AblationRows(results=results.assign(column=stream_column(results)))
+
+
+@dataclass(frozen=True)
+class AblationReport:
+    """The ablations' tables and figure from one set of rows (:func:`report`)."""
+
+    settings: Settings
+    rows: AblationRows
+
+    def mean_accuracy(self) -> pd.DataFrame:
+        """:func:`mean_accuracy` of the rows."""
+        return mean_accuracy(self.rows.results)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """:func:`ablation_tables` of the rows (printed and written to ``results/<profile>/tables/``)."""
+        return ablation_tables(results=self.rows.results, settings=self.settings)
+
+    def gains_beside_shortcut(self) -> pd.DataFrame | None:
+        """:func:`gains_beside_shortcut` of the rows."""
+        return gains_beside_shortcut(results=self.rows.results, settings=self.settings)
+
+    def figure(self) -> plt.Figure:
+        """:func:`plot_variant_gains` of the rows' means."""
+        return plot_variant_gains(ours=self.mean_accuracy(), settings=self.settings)
+
+
+def report(*, settings: Settings, rows: AblationRows) -> AblationReport:
+    """The ablations' tables and figure from ``rows`` (:func:`run` or :func:`stored`), built by the
+    functions of this module only, for notebook 07 and the results page."""
+    return AblationReport(settings=settings, rows=rows)
 
 
 def mean_accuracy(results: pd.DataFrame) -> pd.DataFrame:

@@ -108,6 +108,15 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def grid_settings(settings, grid: str):
+    """``settings`` as grid ``grid`` runs with them: held at the former shortcut where the profile still
+    holds the grid's study there (:func:`~dartlib.experiments.settings.study_of`), else as they are."""
+    from dartlib.experiments.settings import study_of
+
+    study = study_of(grid)
+    return settings.for_study(study) if study else settings
+
+
 def writable(*folders: tuple[Path, str]) -> None:
     """Before anything is computed: every folder the command writes (``(folder, the alternative to
     offer)``) must take a file, else one line naming it and what to free or change

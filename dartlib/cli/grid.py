@@ -7,8 +7,8 @@ import argparse
 import shlex
 import sys
 
-from dartlib.cli.common import (PROFILE_HELP, RunningCommand, data_folders, non_negative_float, positive_int, repo_folder,
-                                writable)
+from dartlib.cli.common import (PROFILE_HELP, RunningCommand, data_folders, grid_settings, non_negative_float, positive_int,
+                                repo_folder, writable)
 from dartlib.profiles import DEFAULT_PROFILE
 
 
@@ -17,7 +17,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     from dartlib.experiments.grid import parse_shard
     from dartlib.experiments.grid_jobs import CellChoiceError, choose_cells, prepare_job
-    from dartlib.experiments.settings import Settings, study_of
+    from dartlib.experiments.settings import Settings
     from dartlib.paths import results_dir
     from dartlib.registry import UnknownNameError
     from dartlib.schema import checked_profile as load_profile  # checked before anything runs
@@ -37,9 +37,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     # a profile defines every notebook parameter (tests/test_runner.py)
-    settings = Settings.from_params(load_profile(args.profile))
-    if study_of(args.experiment):  # a study the profile may still hold at the former shortcut
-        settings = settings.for_study(study_of(args.experiment))
+    settings = grid_settings(Settings.from_params(load_profile(args.profile)), args.experiment)
     if not args.status:  # --status writes nothing; the others the results file, trained refiners and caches
         writable(repo_folder("results", args.profile), *data_folders())
     try:

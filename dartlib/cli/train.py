@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from dartlib.cli.common import (DATA_ROOT_CHANGE, EXIT_DAMAGED, EXIT_MISSING, data_folders, names_of, positive_int,
-                                writable)
+from dartlib.cli.common import (DATA_ROOT_CHANGE, EXIT_DAMAGED, EXIT_MISSING, data_folders, grid_settings, names_of,
+                                positive_int, writable)
 from dartlib.profiles import DEFAULT_PROFILE
 
 
@@ -64,7 +64,6 @@ def _training_stage(settings, *, grids: list[str], progress: bool) -> int:
     """The rest of the profile's training stage after its source model: the corrupted test sets, g_phi
     and the methods' trained inputs (:func:`~dartlib.experiments.training_stage.train_profile_inputs`),
     then each of ``grids``' own (:attr:`~dartlib.studies.grids.GridSpec.train`)."""
-    from dartlib.experiments.settings import study_of
     from dartlib.experiments.training_stage import train_profile_inputs
     from dartlib.studies.grids import GRIDS
 
@@ -73,8 +72,7 @@ def _training_stage(settings, *, grids: list[str], progress: bool) -> int:
     print(f"{settings.profile}: the corrupted test sets (severity {settings.test.severity}), g_phi and the methods' "
           f"trained inputs trained (or found) beside {settings.checkpoint().name}")
     for name in grids:
-        GRIDS[name].train(settings=settings.for_study(study_of(name)) if study_of(name) else settings,
-                          progress=progress)
+        GRIDS[name].train(settings=grid_settings(settings, name), progress=progress)
         print(f"{settings.profile}: grid {name}'s trained inputs trained (or found)")
     return 0
 

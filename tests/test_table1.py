@@ -255,11 +255,13 @@ def test_the_pages_table1_block_gives_ours_over_the_papers_and_gains_from_unroun
     assert part.loc["NOTE+DART", gains] == "+0.9 / -0.2; not run (1 of 2); +1.0 / +2.4"
 
 
-def test_table1s_tables_are_built_once_by_its_reports():
-    """The notebooks, the results page and the book take Table 1's tables from ``table1.report``, the
-    paper configuration's blocks from ``paper_config.report``, the diagnosis's tables from
-    ``diagnosis_report.report`` (or its DiagnosisReport) and the ablations' from ``ablations.report``:
-    no other module or notebook builds them from the rows (the functions below are the reports')."""
+def test_each_studys_tables_are_built_once_by_its_report():
+    """The notebooks, the results page and the book take each study's tables from its report
+    (``table1.report``, ``paper_config.report``, ``diagnosis_report.report``, ``ablations.report``,
+    ``sensitivity.report``, ``appendix_settings.report``, ``all_corruptions.report``,
+    ``memo_views.report``, ``backbone_strength.report``, ``online_imbalance.report``,
+    ``costs.report``, ``hoc.report``): no other module or notebook builds them from
+    the rows (the functions below are the reports')."""
     import re
 
     from dartlib.paths import REPO_ROOT
@@ -269,7 +271,17 @@ def test_table1s_tables_are_built_once_by_its_reports():
                                     "imb_block"),
                 "diagnosis_report.py": ("diagnosis_table", "batch_shape_table", "seed_table", "heldout_stream_table",
                                         "diagnosis_figure"),
-                "ablations.py": ("mean_accuracy", "ablation_tables", "gains_beside_shortcut", "plot_variant_gains")}
+                "ablations.py": ("mean_accuracy", "ablation_tables", "gains_beside_shortcut", "plot_variant_gains"),
+                "sensitivity.py": ("alpha_table", "hyper_table", "equal_steps_table", "epochs_table", "epochs_imb_table",
+                                   "batch_size_table", "plot_sensitivity"),
+                "appendix_settings.py": ("online_imbalance_table", "mixed_table", "memo_table", "condensed_table",
+                                         "plot_more_settings"),
+                "all_corruptions.py": ("all_corruptions_block", "sensitivity_block"),
+                "memo_views.py": ("views_block",),
+                "backbone_strength.py": ("study_table", "trend", "cross_device", "plot_study"),
+                "online_imbalance.py": ("online_table", "plot_online_imbalance"),
+                "costs.py": ("costs_beside_paper",),
+                "hoc.py": ("plot_tsne", "plot_transitions")}
     found = []
     for home, names in builders.items():
         modules = "|".join(name.removesuffix(".py") for name in builders)

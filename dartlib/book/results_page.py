@@ -131,6 +131,7 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
     paper = paper_config.report(profile=profile)
     outcomes = paper.outcomes
     diagnosis = diagnosis_report.report(profile=profile, names=settings.diagnosis.variants)  # read once, for both tables
+    every = all_corruptions.report(profile=profile, outcomes=outcomes)
     return {
         "table1": markdown(_table1(settings=settings), first="method"),
         "paper_config_accuracy": markdown(_by_method(paper.accuracy_block()), first="method, stream"),
@@ -138,13 +139,10 @@ def generated_tables(*, profile: str = PROFILE) -> dict[str, str]:
         "paper_config_bnadapt": markdown(_by_stream(paper.bnadapt_block()), first="stream"),
         "paper_config_imb": markdown(_by_method(paper.imb_block()), first="method, stream"),
         "table1_gain_vs_paper": markdown(_plus_dart(paper.gain_beside_paper_block()), first="method"),
-        "all_corruptions": markdown(_by_line(all_corruptions.all_corruptions_block(
-            settings=settings, rows=all_corruptions.stored(profile=profile), outcomes=outcomes)), first="line, stream"),
-        "sensitivity_all_corruptions": markdown(_by_line(all_corruptions.sensitivity_block(
-            settings=settings, rows=all_corruptions.stored_sensitivity(profile=profile), outcomes=outcomes)),
-            first="line, stream"),
-        "memo_views": markdown(_by_line(memo_views.views_block(settings=settings, rows=memo_views.stored(profile=profile),
-                                                                outcomes=outcomes)), first="line, stream"),
+        "all_corruptions": markdown(_by_line(every.block()), first="line, stream"),
+        "sensitivity_all_corruptions": markdown(_by_line(every.sensitivity_block()), first="line, stream"),
+        "memo_views": markdown(_by_line(memo_views.report(profile=profile, outcomes=outcomes).block()),
+                               first="line, stream"),
         "ablation_gains": markdown(_ablation_gains(settings=settings), first="variant, stream"),
         "diagnosis_variants": markdown(_diagnosis(diagnosis), first="factor"),
         "diagnosis_batch_shapes": markdown(_batch_shapes(diagnosis), first="variant"),

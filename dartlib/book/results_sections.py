@@ -7,7 +7,7 @@ beside the paper's mean ± std (``table1_seeds``, :func:`dartlib.studies.diagnos
 profile's Table 1 and CIFAR-10C-imb means beside the paper's (``gpu_table1``, ``gpu_imb``, from
 ``results/gpu/table1.csv`` and ``results/gpu/online_imbalance.csv``); the gpu ledger's tally
 (``gpu_claims_tally``, :func:`claims_tally`); notebook 14's backbone study
-(``backbone_study``, :func:`dartlib.studies.backbone_strength.study_table`); and docs/deviations.md's
+(``backbone_study``, :func:`dartlib.studies.backbone_strength.report`); and docs/deviations.md's
 JPEG bound (``jpeg_bound``, :func:`dartlib.studies.jpeg_bound.jpeg_bound_table`) and docs/using-dart.md's
 alpha advice (``alpha_advice``, the committed output of ``benchmarks/alpha_advice.py``); docs/gpu.md's H200
 rates (``paper_c10_rates``, ``results/paper-c10/rates.txt`` as the benchmark wrote it)."""
@@ -102,12 +102,13 @@ def gpu_imb_block(*, profile: str = "gpu") -> str:
 def backbone_block(*, profile: str = "cpu") -> str:
     """Notebook 14's points (``results/<profile>/backbone_study.csv``) with the gpu profile's width-64
     point, ordered by BNAdapt's accuracy at rho = 1."""
-    from dartlib.experiments.grid import read_results
-    from dartlib.studies.backbone_strength import study_table
+    from dartlib.experiments.settings import Settings
+    from dartlib.studies import backbone_strength
 
-    gpu = results_dir("gpu")
-    table = study_table(study=read_results(results_dir(profile) / "backbone_study.csv"),
-                        gpu_table1=read_results(gpu / "table1.csv"), gpu_online=read_results(gpu / "online_imbalance.csv"))
+    settings = Settings.from_profile(profile)
+    table = backbone_strength.report(rows=backbone_strength.study_results(
+        profile=profile, compute=False, archs=settings.backbone_study.archs,
+        severities=settings.backbone_study.severities)).points()
     width = table["arch"].str.extract(r"-w(\d+)$")[0].fillna("64 (gpu profile)")
     return markdown(pd.DataFrame({
         "backbone, severity": [f"width {w}, s{s}" for w, s in zip(width, table["severity"])],

@@ -131,7 +131,7 @@ def train_ablation_inputs(*, settings: Settings, device: str | None = None, prog
     intermediate batches train in one pass of the frozen classifier)."""
     source = train_source_inputs(settings=settings, device=device, progress=progress)
     load_or_train_refiners(source.checkpoint, source.model, source.train, ablation_configs(settings),
-                           device=device or devices.default_device(), progress=progress)
+                           device=device, progress=progress)
 
 
 def ablation_configs(settings: Settings) -> list:

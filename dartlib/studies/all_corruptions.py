@@ -12,17 +12,20 @@ Two grids, each resumable and borrowing the equal rows of the files its notebook
 
 :func:`all_corruptions_block` and :func:`sensitivity_block` put each line's mean over all
 corruptions beside the mean over the profile's subset and the paper's, with the SEs of
-:mod:`dartlib.analysis.noise` (clustered by test image, a gain paired image by image)."""
+:mod:`dartlib.analysis.noise` (clustered by test image, a gain paired image by image);
+:func:`report` builds them from a profile's stored rows, for notebooks 08 and 09 and the results
+page."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import pandas as pd
 
 from dartlib.experiments.engine import TestTimeContext
-from dartlib.experiments.grid import Cell, stored_rows
+from dartlib.experiments.grid import Cell, folder_outcomes, stored_rows
 from dartlib.experiments.settings import Settings, study_of
 from dartlib.paths import results_dir
 from dartlib.studies.appendix_settings import memo_cells, memo_contexts, memo_params, tent_imb_cells
@@ -180,3 +183,30 @@ def sensitivity_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd
                        "app_batch_size", few, f"test_batch={b}{limit}" if refiner == "dart" else None)
                       for b in s.sensitivity.test_batches]
     return _block(settings=s, rows=rows, outcomes=outcomes, lines=lines)
+
+
+@dataclass(frozen=True)
+class AllCorruptionsReport:
+    """Both grids' blocks from ``profile``'s stored rows (:func:`report`); ``settings`` are the
+    profile's, as the ``all_corruptions`` grid runs with them."""
+
+    profile: str
+    settings: Settings
+    outcomes: Mapping
+
+    def block(self) -> pd.DataFrame:
+        """:func:`all_corruptions_block` of the ``all_corruptions`` grid's stored rows."""
+        return all_corruptions_block(settings=self.settings, rows=stored(profile=self.profile), outcomes=self.outcomes)
+
+    def sensitivity_block(self) -> pd.DataFrame:
+        """:func:`sensitivity_block` of the ``sensitivity_all_corruptions`` grid's stored rows."""
+        settings = Settings.from_profile(self.profile).for_study(study_of("sensitivity_all_corruptions"))
+        return sensitivity_block(settings=settings, rows=stored_sensitivity(profile=self.profile), outcomes=self.outcomes)
+
+
+def report(*, profile: str, outcomes: Mapping | None = None) -> AllCorruptionsReport:
+    """The blocks of ``profile``'s stored rows, their SEs from ``outcomes`` (default: the per-image
+    outcomes beside the profile's results)."""
+    return AllCorruptionsReport(profile=profile,
+                                settings=Settings.from_profile(profile).for_study(study_of("all_corruptions")),
+                                outcomes=folder_outcomes(results_dir(profile)) if outcomes is None else outcomes)

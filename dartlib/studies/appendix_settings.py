@@ -3,12 +3,14 @@ MEMO with stored or adapted BN, and g_phi trained on a condensed training set. T
 (source model and notebook 04's g_phi) serves every cell; cells run through the grid runner
 (``results/<profile>/more_settings.csv``, resumable).
 
-Its tables beside the paper's (:func:`online_imbalance_table`, :func:`mixed_table`,
-:func:`memo_table`, :func:`condensed_table`) and the figure (:func:`plot_more_settings`)."""
+:func:`run` computes every table's rows (the training stage first), :func:`report` builds the
+tables beside the paper's (:func:`online_imbalance_table`, :func:`mixed_table`, :func:`memo_table`,
+:func:`condensed_table`) and the figure (:func:`plot_more_settings`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -18,7 +20,7 @@ from dartlib.dart.intermediate import load_or_train_refiner
 from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES
 from dartlib.data.dataset import DataMissingError, Dataset
-from dartlib.experiments.engine import TestTimeContext, paired, run_cells
+from dartlib.experiments.engine import TestTimeContext, paired, prepare_context, run_cells
 from dartlib.experiments.grid import Cell, grid, parse_params
 from dartlib.experiments.settings import Settings
 from dartlib.models.training import train_source
@@ -148,6 +150,68 @@ def run_condensed(*, settings: Settings, context: TestTimeContext) -> tuple[pd.D
                       path=results_dir(s.profile) / "condensed.csv", experiment="app_condensed",
                       progress=s.profile != "smoke")
     return frame, status
+
+
+@dataclass(frozen=True)
+class MoreSettingsRows:
+    """Every table's rows of notebook 09 (:func:`run`): CIFAR-10C-imb, mixed domains, MEMO and the
+    condensed set, with what became of the distilled set and the source checkpoint's metadata."""
+
+    imb: pd.DataFrame
+    mixed: pd.DataFrame
+    memo: pd.DataFrame
+    condensed: pd.DataFrame
+    condensed_status: str
+    meta: dict = field(default_factory=dict)
+
+
+def run(*, settings: Settings) -> MoreSettingsRows:
+    """The further settings computed where their rows are missing or stale: the training stage (the
+    source model, test sets and notebook 04's g_phi), the Table 1 context with MEMO's views, then
+    every table's cells."""
+    from dartlib.experiments.training_stage import train_profile_inputs
+
+    train_profile_inputs(settings=settings, method_inputs=False)
+    context, meta = prepare_context(settings=settings, method_inputs=False)
+    imb = run_online_imbalance(settings=settings, context=context)
+    mixed = run_mixed(settings=settings, context=context)
+    memo = run_memo(settings=settings, context=context)
+    condensed, status = run_condensed(settings=settings, context=context)
+    return MoreSettingsRows(imb=imb, mixed=mixed, memo=memo, condensed=condensed, condensed_status=status, meta=meta)
+
+
+@dataclass(frozen=True)
+class MoreSettingsReport:
+    """Notebook 09's tables (each printed beside the paper's as it is built) and figure, from one set
+    of rows (:func:`report`)."""
+
+    settings: Settings
+    rows: MoreSettingsRows
+
+    def online_imbalance_table(self) -> pd.DataFrame:
+        """:func:`online_imbalance_table` of the rows."""
+        return online_imbalance_table(frame=self.rows.imb, settings=self.settings)
+
+    def mixed_table(self) -> pd.DataFrame:
+        """:func:`mixed_table` of the rows."""
+        return mixed_table(frame=self.rows.mixed, settings=self.settings)
+
+    def memo_table(self) -> pd.DataFrame:
+        """:func:`memo_table` of the rows."""
+        return memo_table(frame=self.rows.memo, settings=self.settings)
+
+    def condensed_table(self) -> pd.DataFrame:
+        """:func:`condensed_table` of the rows."""
+        return condensed_table(frame=self.rows.condensed, settings=self.settings)
+
+    def figure(self) -> plt.Figure:
+        """:func:`plot_more_settings` of the rows."""
+        return plot_more_settings(imb=self.rows.imb, mixed=self.rows.mixed, settings=self.settings)
+
+
+def report(*, settings: Settings, rows: MoreSettingsRows) -> MoreSettingsReport:
+    """Notebook 09's tables and figure from ``rows`` (:func:`run`), built by this module's functions only."""
+    return MoreSettingsReport(settings=settings, rows=rows)
 
 
 def online_imbalance_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:

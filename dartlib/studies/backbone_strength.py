@@ -16,9 +16,13 @@ corruptions. The cells are ordinary grid cells (``arch=`` in their params names 
 stored in ``results/<profile>/backbone_study.csv``; the gpu profile's width-64 points come from
 its own Table 1 and CIFAR-10C-imb files.
 
-The figure: :func:`plot_study`."""
+:func:`study_results` computes or reads the rows; :func:`report` builds the points
+(:func:`study_table`), their trend, the cross-device check and the figure (:func:`plot_study`) once,
+for notebook 14 and the results page."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -236,6 +240,45 @@ def study_results(*, profile: str, compute: bool, archs, severities, progress: b
     train_study_inputs(settings=settings, progress=progress)
     context, _ = prepare_study_context(settings=settings, progress=progress)
     return run_cells(cells, context, path=path, experiment=EXPERIMENT, progress=progress, cell_progress=progress)
+
+
+@dataclass(frozen=True)
+class BackboneReport:
+    """The study's points, trend, cross-device check and figure from one set of rows (:func:`report`)."""
+
+    rows: pd.DataFrame
+
+    def points(self) -> pd.DataFrame:
+        """:func:`study_table` of the rows with the gpu profile's width-64 point (``results/gpu/``)."""
+        from dartlib.experiments.grid import read_results
+        from dartlib.paths import results_dir
+
+        gpu = results_dir("gpu")
+        return study_table(study=self.rows, gpu_table1=read_results(gpu / "table1.csv"),
+                           gpu_online=read_results(gpu / "online_imbalance.csv"))
+
+    def trend(self) -> pd.DataFrame:
+        """:func:`trend` of :meth:`points`."""
+        return trend(self.points())
+
+    def cross_device(self, *, profile: str, arch: str) -> pd.DataFrame:
+        """:func:`cross_device` against ``profile``'s Table 1 and online-imbalance rows with the study's
+        g_phi, the former shortcut (kept in ``results/<profile>/shortcut/``)."""
+        from dartlib.experiments.grid import read_results
+        from dartlib.paths import results_dir
+
+        folder = results_dir(profile) / "shortcut"
+        return cross_device(study=self.rows, table1=read_results(folder / "table1.csv"),
+                            online=read_results(folder / "online_imbalance.csv"), arch=arch)
+
+    def figure(self, *, profile: str) -> plt.Figure:
+        """:func:`plot_study` of :meth:`points`, saved under ``figures/<profile>/``."""
+        return plot_study(self.points(), profile=profile)
+
+
+def report(*, rows: pd.DataFrame) -> BackboneReport:
+    """The study's tables and figure from ``rows`` (:func:`study_results`)."""
+    return BackboneReport(rows=rows)
 
 
 def plot_study(points: pd.DataFrame, *, profile: str):

@@ -8,7 +8,10 @@ Both measurements are keyed tables (:mod:`dartlib.experiments.keyed_tables`): ``
 model's and g_phi's weights, the test set, the torch version and the kind of device), and each row
 names the machine that measured it. A notebook run again reads them; a changed input measures again,
 and so does ``remeasure_costs`` (a timing is a record of one machine, not a function of the inputs:
-another machine's run shows ours, named, until it is asked to measure its own)."""
+another machine's run shows ours, named, until it is asked to measure its own).
+
+:func:`run` measures (or reads) both after the training stage; :func:`report` puts the cost table
+beside the paper's (:func:`costs_beside_paper`)."""
 
 from __future__ import annotations
 
@@ -168,3 +171,45 @@ def costs_beside_paper(*, ours: pd.DataFrame, settings: Settings, images: int) -
     print(side.drop(columns=["method", "refiner", "device", "images", "machine"], errors="ignore").round(4)
           .to_string(index=False))
     return side
+
+
+@dataclass(frozen=True)
+class CostRows:
+    """The cost table's rows and the intermediate-training timing (:func:`run`), with what was timed
+    (``describe``) and over how many test images."""
+
+    costs: pd.DataFrame
+    timing: str
+    describe: str
+    images: int
+
+
+def run(*, settings: Settings) -> CostRows:
+    """The training stage (the source model, test sets and notebook 04's g_phi, made where absent),
+    then :func:`measure_costs` and :func:`intermediate_timing`, read where current and timed again
+    where not or where ``remeasure_costs`` asks."""
+    from dartlib.experiments.training_stage import train_profile_inputs
+
+    train_profile_inputs(settings=settings, method_inputs=False)
+    study = prepare_costs(settings)
+    remeasure = settings.costs.remeasure
+    return CostRows(costs=measure_costs(study, remeasure=remeasure),
+                    timing=intermediate_timing(study, remeasure=remeasure), describe=study.describe(),
+                    images=len(study.images))
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """The cost table beside the paper's from one set of rows (:func:`report`)."""
+
+    settings: Settings
+    rows: CostRows
+
+    def beside_paper(self) -> pd.DataFrame:
+        """:func:`costs_beside_paper` of the rows (printed)."""
+        return costs_beside_paper(ours=self.rows.costs, settings=self.settings, images=self.rows.images)
+
+
+def report(*, settings: Settings, rows: CostRows) -> CostReport:
+    """Notebook 10's table from ``rows`` (:func:`run`)."""
+    return CostReport(settings=settings, rows=rows)

@@ -4,7 +4,8 @@ one long-tailed stream, its transition matrix T beside the true one (the BNAdapt
 Its tables (:func:`hoc_analysis`: the summary, the t-SNE points, both T) are keyed by what made
 them (:mod:`dartlib.experiments.keyed_tables`): a notebook run again over current tables computes
 nothing. Its figures: the t-SNE of the features (:func:`plot_tsne`) and T beside the true one
-(:func:`plot_transitions`)."""
+(:func:`plot_transitions`). :func:`run` makes the analysis (the training stage first), :func:`report`
+its summary and figures."""
 
 from __future__ import annotations
 
@@ -171,3 +172,36 @@ def plot_transitions(*, analysis: HocAnalysis, settings: Settings) -> plt.Figure
     confusion_heatmap(axes[1], t_hoc, title="T estimated by HOC", annotate=k <= 10)
     save_figure(fig, profile=settings.profile, name="hoc_transition")
     return fig
+
+
+def run(*, settings: Settings) -> HocAnalysis:
+    """The training stage (the source model and test sets, made where absent), then :func:`hoc_analysis`."""
+    from dartlib.experiments.training_stage import train_source_inputs
+
+    train_source_inputs(settings=settings)
+    return hoc_analysis(settings=settings)
+
+
+@dataclass(frozen=True)
+class HocReport:
+    """Appendix E's summary and figures from one analysis (:func:`report`)."""
+
+    settings: Settings
+    analysis: HocAnalysis
+
+    def summary(self) -> pd.DataFrame:
+        """HOC's estimate against the true T (:func:`hoc_versus_true`'s summary)."""
+        return self.analysis.summary
+
+    def tsne_figure(self) -> plt.Figure:
+        """:func:`plot_tsne` of the analysis."""
+        return plot_tsne(analysis=self.analysis, settings=self.settings)
+
+    def transitions_figure(self) -> plt.Figure:
+        """:func:`plot_transitions` of the analysis."""
+        return plot_transitions(analysis=self.analysis, settings=self.settings)
+
+
+def report(*, settings: Settings, analysis: HocAnalysis) -> HocReport:
+    """Notebook 13's summary and figures from ``analysis`` (:func:`run`)."""
+    return HocReport(settings=settings, analysis=analysis)

@@ -4,16 +4,18 @@ image; the MEMO authors' CIFAR-10 code uses :data:`AUTHORS_VIEWS`. The grid ``me
 recomputes MEMO's cells (stored BN, adapted BN, adapted BN + DART) on :data:`CORRUPTIONS` at that
 count, on the same streams as the profile's rows (``all_corruptions.csv``), and
 :func:`views_block` puts the two side by side with their difference, paired image by image
-(:mod:`dartlib.analysis.noise`)."""
+(:mod:`dartlib.analysis.noise`); :func:`report` builds it from a profile's stored rows, for notebook 09
+and the results page."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import pandas as pd
 
 from dartlib.experiments.engine import TestTimeContext
-from dartlib.experiments.grid import Cell, stored_rows
+from dartlib.experiments.grid import Cell, folder_outcomes, stored_rows
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
 from dartlib.studies.appendix_settings import cells_for, memo_cells, memo_contexts, memo_params
@@ -82,3 +84,23 @@ def views_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd.DataF
                 f"{theirs} - {ours}": estimate_text(estimate_or_count([(1.0, many), (-1.0, few)], expected=n,
                                                                        outcomes=outcomes))}
     return pd.DataFrame(out).T
+
+
+@dataclass(frozen=True)
+class MemoViewsReport:
+    """The views block of ``profile``'s stored rows (:func:`report`)."""
+
+    profile: str
+    settings: Settings
+    outcomes: Mapping
+
+    def block(self) -> pd.DataFrame:
+        """:func:`views_block` of :func:`stored`."""
+        return views_block(settings=self.settings, rows=stored(profile=self.profile), outcomes=self.outcomes)
+
+
+def report(*, profile: str, outcomes: Mapping | None = None) -> MemoViewsReport:
+    """The block of ``profile``'s stored rows, its SEs from ``outcomes`` (default: the per-image
+    outcomes beside the profile's results)."""
+    return MemoViewsReport(profile=profile, settings=Settings.from_profile(profile),
+                           outcomes=folder_outcomes(results_dir(profile)) if outcomes is None else outcomes)

@@ -5,17 +5,18 @@ without DART-split (the appendix table of DART-split with TTA methods).
 
 The cells and the shared context are built here so that the notebook and the sharded CLI grid
 (``python -m dartlib grid online_imbalance``) compute the same cells into the same results file
-(``results/<profile>/online_imbalance.csv``, resumable). Table 2 beside ours (:func:`online_table`,
-:func:`paper_table2`) and the figure (:func:`plot_online_imbalance`)."""
+(``results/<profile>/online_imbalance.csv``, resumable). :func:`run` computes the rows (the training
+stage first), :func:`report` builds our table beside the paper's (:func:`online_table`) and the figure
+(:func:`plot_online_imbalance`); the paper's Table 2 is :func:`paper_table2`."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from dartlib import devices
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid
@@ -64,7 +65,7 @@ def train_online_inputs(*, settings: Settings, device: str | None = None, progre
 
     source = train_profile_inputs(settings=settings, method_inputs=False, device=device, progress=progress)
     load_or_train_refiner(source.checkpoint, source.model, source.train, split_config(settings),
-                          device=device or devices.default_device(), progress=progress)
+                          device=device, progress=progress)
 
 
 def prepare_online_context(
@@ -103,6 +104,46 @@ def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.
     # notebook 09's rows of the same streams are copied, not recomputed
     return run_cells(cells, context, path=out / "online_imbalance.csv", experiment="online_imbalance",
                      progress=settings.profile != "smoke", reuse=[out / name for name in SHARED_RESULTS])
+
+
+@dataclass(frozen=True)
+class OnlineRows:
+    """The online-imbalance grid's rows (:func:`run`), the source checkpoint's metadata and
+    DART-split's training log."""
+
+    results: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    split_log: list = field(default_factory=list)
+
+
+def run(*, settings: Settings) -> OnlineRows:
+    """The online-imbalance grid computed where its rows are missing or stale: the training stage
+    (:func:`train_online_inputs`), the context (:func:`prepare_online_context`), then every cell of
+    :func:`profile_cells` (:func:`run_online_imbalance`)."""
+    train_online_inputs(settings=settings)
+    context, meta, split_log = prepare_online_context(settings=settings)
+    return OnlineRows(results=run_online_imbalance(settings=settings, context=context), meta=meta, split_log=split_log)
+
+
+@dataclass(frozen=True)
+class OnlineReport:
+    """Our online-imbalance table and figure from one set of rows (:func:`report`)."""
+
+    settings: Settings
+    rows: OnlineRows
+
+    def table(self) -> pd.DataFrame:
+        """:func:`online_table` of the rows (printed beside the paper's)."""
+        return online_table(results=self.rows.results, settings=self.settings)
+
+    def figure(self) -> plt.Figure:
+        """:func:`plot_online_imbalance` of the rows."""
+        return plot_online_imbalance(results=self.rows.results, settings=self.settings)
+
+
+def report(*, settings: Settings, rows: OnlineRows) -> OnlineReport:
+    """The table and figure of notebook 11 from ``rows`` (:func:`run`), built by this module's functions only."""
+    return OnlineReport(settings=settings, rows=rows)
 
 
 def online_table(*, results: pd.DataFrame, settings: Settings) -> pd.DataFrame:

@@ -3,8 +3,10 @@ weight of L_bal, Eq. 3), the intermediate batch size x hidden width and the numb
 intermediate epochs changed one at a time, BNAdapt (+DART) on the LT streams, TENT (+DART) through
 the grid runner, and every method per test batch size on balanced streams.
 
-Its tables beside the paper's (:func:`alpha_table`, :func:`hyper_table`, :func:`epochs_table`,
-:func:`epochs_imb_table`, :func:`batch_size_table`) and the figure (:func:`plot_sensitivity`)."""
+:func:`run` computes every table's rows (the training stage first), :func:`report` builds the
+tables beside the paper's (:func:`alpha_table`, :func:`hyper_table`, :func:`equal_steps_table`,
+:func:`epochs_table`, :func:`epochs_imb_table`, :func:`batch_size_table`) and the figure
+(:func:`plot_sensitivity`)."""
 
 from __future__ import annotations
 
@@ -231,6 +233,81 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
                       experiment="sensitivity_batch", progress=s.profile != "smoke")
     frame["column"] = [int(parse_params(p)["test_batch"]) for p in frame.params]
     return frame
+
+
+@dataclass(frozen=True)
+class SensitivityRows:
+    """Every sensitivity table's rows (:func:`run`): ``alpha_bn`` BNAdapt (+DART) per alpha and
+    ``alpha`` with TENT's, ``hyper`` the batch x width table's (BNAdapt repeated per width),
+    ``equal_steps`` its equal-steps controls (empty where the profile trains none), ``epochs`` and
+    ``epochs_imb`` the epochs refiners on LT and CIFAR-10C-imb streams, ``batch`` the test batch
+    sizes; ``source`` names the source model and its clean accuracy."""
+
+    alpha_bn: pd.DataFrame
+    alpha: pd.DataFrame
+    hyper: pd.DataFrame
+    equal_steps: pd.DataFrame
+    epochs: pd.DataFrame
+    epochs_imb: pd.DataFrame
+    batch: pd.DataFrame
+    source: str
+
+
+def run(*, settings: Settings) -> SensitivityRows:
+    """The sensitivity study computed where its rows are missing or stale: the training stage
+    (:func:`train_sensitivity_inputs`), the study's refiners and context (:func:`prepare_sensitivity`),
+    then each table's cells."""
+    from dartlib.experiments.source_setup import prepare_source
+
+    train_sensitivity_inputs(settings=settings)
+    study = prepare_sensitivity(settings=settings, setup=prepare_source(settings=settings))
+    alpha_bn, alpha = run_alpha(study)
+    return SensitivityRows(alpha_bn=alpha_bn, alpha=alpha, hyper=run_hyper(study), equal_steps=run_hyper_equal_steps(study),
+                           epochs=study.bnadapt_rows("epochs="), epochs_imb=run_epochs_imb(study),
+                           batch=run_test_batches(study), source=study.setup.describe(settings))
+
+
+@dataclass(frozen=True)
+class SensitivityReport:
+    """The sensitivity tables (each printed beside the paper's as it is built) and the figure, from
+    one set of rows (:func:`report`)."""
+
+    settings: Settings
+    rows: SensitivityRows
+
+    def alpha_table(self) -> pd.DataFrame:
+        """:func:`alpha_table` of the rows."""
+        return alpha_table(frame=self.rows.alpha, settings=self.settings)
+
+    def hyper_table(self) -> pd.DataFrame:
+        """:func:`hyper_table` of the rows."""
+        return hyper_table(frame=self.rows.hyper, settings=self.settings)
+
+    def equal_steps_table(self) -> pd.DataFrame:
+        """:func:`equal_steps_table` of the rows."""
+        return equal_steps_table(hyper_frame=self.rows.hyper, equal_frame=self.rows.equal_steps, settings=self.settings)
+
+    def epochs_table(self) -> pd.DataFrame:
+        """:func:`epochs_table` of the rows."""
+        return epochs_table(frame=self.rows.epochs, settings=self.settings)
+
+    def epochs_imb_table(self) -> pd.DataFrame:
+        """:func:`epochs_imb_table` of the rows."""
+        return epochs_imb_table(frame=self.rows.epochs_imb, settings=self.settings)
+
+    def batch_size_table(self) -> pd.DataFrame:
+        """:func:`batch_size_table` of the rows."""
+        return batch_size_table(frame=self.rows.batch, settings=self.settings)
+
+    def figure(self) -> plt.Figure:
+        """:func:`plot_sensitivity` of the rows."""
+        return plot_sensitivity(alpha_frame=self.rows.alpha, batch_frame=self.rows.batch, settings=self.settings)
+
+
+def report(*, settings: Settings, rows: SensitivityRows) -> SensitivityReport:
+    """The sensitivity tables and figure from ``rows`` (:func:`run`), built by this module's functions
+    only, for notebook 08."""
+    return SensitivityReport(settings=settings, rows=rows)
 
 
 def alpha_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:

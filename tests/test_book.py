@@ -136,7 +136,8 @@ def _smoke_figures(tmp_path, monkeypatch) -> dict:
     import numpy as np
     import matplotlib.pyplot as plt
 
-    from dartlib.experiments.grid import parse_params, read_results
+    from dartlib.experiments.cell_options import cell_options
+    from dartlib.experiments.grid import read_results
     from dartlib.experiments.settings import Settings
     from dartlib.reporting import data_views, figures
     from dartlib.studies import appendix_settings, online_imbalance, prediction_deviation, sensitivity, table1
@@ -159,10 +160,10 @@ def _smoke_figures(tmp_path, monkeypatch) -> dict:
     rows = read_results(golden / "sensitivity.csv")
     params = rows.params.fillna("").astype(str)
     alpha = rows[(rows.refiner == "none") | params.str.startswith("alpha=")].copy()
-    alpha["refiner"] = [r if r == "none" else f"DART (alpha={parse_params(p)['alpha']})"
+    alpha["refiner"] = [r if r == "none" else f"DART (alpha={cell_options(p)['alpha']:g})"
                         for r, p in zip(alpha.refiner, params[alpha.index])]
     batch = read_results(golden / "sensitivity_batch.csv")
-    batch["column"] = [int(parse_params(p)["test_batch"]) for p in batch.params]
+    batch["column"] = [cell_options(p)["test_batch"] for p in batch.params]
     sensitivity.plot_sensitivity(alpha_frame=alpha, batch_frame=batch, settings=settings)
     more = read_results(golden / "more_settings.csv")
     appendix_settings.plot_more_settings(imb=more[more.experiment == "app_cifar10c_imb"],

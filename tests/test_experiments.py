@@ -209,12 +209,12 @@ def test_a_row_without_shift_param_leaves_the_other_rows_written_as_they_were(tm
 def test_a_cells_options_are_parsed_once_and_read_only():
     from dartlib.experiments.grid import Cell
 
-    a = Cell("fmnist", "lt", 10.0, "fog", 5, "tent", params="limit=600;test_batch=16")
-    b = Cell("fmnist", "lt", 100.0, "snow", 5, "bnadapt", params="limit=600;test_batch=16")
-    assert a.options == {"limit": "600", "test_batch": "16"} and a.options is b.options
+    a = Cell("fmnist", "lt", 10.0, "fog", 5, "tent", params="limit=600,test_batch=16")
+    b = Cell("fmnist", "lt", 100.0, "snow", 5, "bnadapt", params="limit=600,test_batch=16")
+    assert a.options == {"limit": 600, "test_batch": 16} and a.options is b.options
     assert Cell("fmnist", "lt", 1.0, "fog", 5, "tent").options == {}
     with pytest.raises(TypeError):
-        a.options["limit"] = "1"  # a study cannot change what another cell reads
+        a.options["limit"] = 1  # a study cannot change what another cell reads
 
 
 def test_a_row_is_borrowed_under_another_refiner_name_only_with_the_same_trained_inputs(tmp_path):

@@ -6,7 +6,6 @@ functions themselves on the golden smoke rows and the committed cpu rows (nothin
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -54,7 +53,8 @@ def _cpu_figures(tmp_path, monkeypatch) -> dict:
     """Figure 3, the sensitivity figure and the Table 1 gain figure from the committed cpu rows."""
     import matplotlib.pyplot as plt
 
-    from dartlib.experiments.grid import parse_params, read_results
+    from dartlib.experiments.cell_options import cell_options
+    from dartlib.experiments.grid import read_results
     from dartlib.experiments.settings import Settings
     from dartlib.reporting import figures
     from dartlib.studies import prediction_deviation, sensitivity, table1
@@ -68,10 +68,10 @@ def _cpu_figures(tmp_path, monkeypatch) -> dict:
     rows = read_results(CPU / "sensitivity.csv")
     params = rows.params.fillna("").astype(str)
     alpha = rows[(rows.refiner == "none") | params.str.startswith("alpha=")].copy()
-    alpha["refiner"] = [r if r == "none" else f"DART (alpha={parse_params(p)['alpha']})"
+    alpha["refiner"] = [r if r == "none" else f"DART (alpha={cell_options(p)['alpha']:g})"
                         for r, p in zip(alpha.refiner, params[alpha.index])]
     batch = read_results(CPU / "sensitivity_batch.csv")
-    batch["column"] = [int(parse_params(p)["test_batch"]) for p in batch.params]
+    batch["column"] = [cell_options(p)["test_batch"] for p in batch.params]
     drawn["sensitivity"] = sensitivity.plot_sensitivity(alpha_frame=alpha, batch_frame=batch,
                                                         settings=Settings.from_profile("cpu"))
     results = table1.with_row_labels(read_results(CPU / "table1.csv"))

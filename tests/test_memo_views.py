@@ -24,7 +24,7 @@ def test_the_cells_are_memos_on_the_same_streams_with_32_views_largest_rho_first
     cells = memo_views.profile_cells(s)
     assert Counter((c.refiner, c.options["bn"]) for c in cells) == {("none", "stored"): 2, ("none", "adapted"): 2,
                                                                    ("dart", "adapted"): 2}
-    assert {c.options["views"] for c in cells} == {"32"} and {c.corruption for c in cells} == set(memo_views.CORRUPTIONS)
+    assert {c.options["views"] for c in cells} == {32} and {c.corruption for c in cells} == set(memo_views.CORRUPTIONS)
     assert [float(c.shift_param) for c in cells] == [100.0] * 3 + [1.0] * 3
     # each cell is one of the profile's MEMO cells with views=32 added: the stream (seed, shift, corruption,
     # limit) is the same, so the two rows pair image by image

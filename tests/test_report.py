@@ -66,14 +66,6 @@ def test_row_order():
     assert list(dict.fromkeys(table.index.get_level_values(0))) == ["NoAdapt", "BNAdapt", "BNAdapt+DART"]
 
 
-def test_parse_params_reads_both_separators():
-    from dartlib.reporting.tables import parse_params
-
-    assert parse_params("int_batch=32;hidden=250") == {"int_batch": "32", "hidden": "250"}
-    assert parse_params("alpha=0.1,limit=1000") == {"alpha": "0.1", "limit": "1000"}
-    assert parse_params("") == {} and parse_params(float("nan")) == {}
-
-
 def test_beside_paper_averages_per_seed_and_writes(tmp_path, monkeypatch):
     import pandas as pd
 

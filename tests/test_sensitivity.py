@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from dartlib.book.claim_readings import _settings_match
-from dartlib.experiments.grid import parse_params
+from dartlib.experiments.cell_options import cell_options
 from dartlib.experiments.settings import Settings
 from dartlib.studies import sensitivity
 from dartlib.studies.ablations import ablation_base_config
@@ -22,12 +22,12 @@ def test_equal_steps_controls_take_the_defaults_optimiser_steps():
     default_steps = base.epochs * D_INT / base.batch_size
     for name, change in changes.items():
         assert change["epochs"] * D_INT / change["batch_size"] == default_steps, name
-        assert parse_params(name) == {"equal_steps_batch": str(change["batch_size"]), "hidden": str(change["hidden"])}
+        assert cell_options(name) == {"equal_steps_batch": change["batch_size"], "hidden": change["hidden"]}
     assert {c["epochs"] for c in changes.values()} == {25, 100}  # batch 32 and 128 for the 50 epochs of batch 64
     assert changes.items() <= sensitivity.refiner_changes(settings).items()
     # the fixed-epoch table and its checks never read a control's rows
     assert not any(name.startswith("int_batch=") for name in changes)
-    assert not _settings_match("equal_steps_batch=32;hidden=250", parse_params("int_batch=32;hidden=250"), baseline=False)
+    assert not _settings_match("equal_steps_batch=32;hidden=250", cell_options("int_batch=32;hidden=250"), baseline=False)
 
 
 def test_a_profile_without_whole_equal_step_epochs_is_refused_naming_its_file():

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 import pandas as pd
 
 from dartlib.analysis.noise import NAN, Estimate, Outcomes, combination
-from dartlib.reporting.tables import parse_params
+from dartlib.experiments.cell_options import cell_options
 
 _VERSUS = re.compile(r"^(?:(\w[\w-]*)\+)?(\w[\w.-]*)(?:\[([^\]]*)\])?$")
 _SEED_SUFFIX = re.compile(r"^(?P<base>.+)-seed(?P<seed>\d+)$")
@@ -30,18 +31,12 @@ def seed_refiners(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(refiner=frame["refiner"].where(~own, parts["base"]))
 
 
-def _same(a: str, b: str) -> bool:
-    try:
-        return abs(float(a) - float(b)) < 1e-9
-    except ValueError:
-        return a == b
-
-
-def _settings_match(row_params: str, wanted: dict[str, str], *, baseline: bool) -> bool:
-    """Whether a row's ``params`` carry every wanted setting; a baseline row (refiner "none") may
-    lack a setting it does not depend on (plain TENT has no alpha), but not contradict one."""
-    have = parse_params(row_params)
-    return all(_same(have[k], v) if k in have else baseline for k, v in wanted.items())
+def _settings_match(row_params: str, wanted: Mapping, *, baseline: bool) -> bool:
+    """Whether a row's ``params`` carry every wanted setting (typed values: ``alpha=0.10`` is
+    ``alpha=0.1``); a baseline row (refiner "none") may lack a setting it does not depend on (plain
+    TENT has no alpha), but not contradict one."""
+    have = cell_options(row_params)
+    return all(have[k] == v if k in have else baseline for k, v in wanted.items())
 
 
 def _rows(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float | None,
@@ -52,7 +47,7 @@ def _rows(frame: pd.DataFrame, *, method: str, refiner: str, shift_param: float 
     at = values.isna() if shift_param is None else values.sub(float(shift_param)).abs() < 1e-9
     rows = frame[(frame["method"] == method) & (frame["refiner"] == refiner) & at]
     if params:
-        wanted = parse_params(params)
+        wanted = cell_options(params)
         rows = rows[[_settings_match(p, wanted, baseline=refiner == "none") for p in rows["params"]]]
     return rows
 

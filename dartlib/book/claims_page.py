@@ -19,7 +19,7 @@ from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.experiments.grid import read_results
 from dartlib.experiments.settings import ABLATION_SHORTCUT, SHORTCUT, Settings, refiner_words
 from dartlib.paths import REPO_ROOT
-from dartlib.reporting.tables import parse_params
+from dartlib.experiments.cell_options import cell_options
 from dartlib.studies.diagnosis import PAPER_VARIANT
 from dartlib.tta.note import PAPER_IABN_EPOCHS
 
@@ -211,7 +211,7 @@ def recorded_refiner(*, folder: Path) -> dict:
         if table.is_file():
             rows = read_results(table)
             dart = rows[rows["refiner"] == "dart"]["params"].astype(str)
-            alphas = {parse_params(p).get("alpha") for p in dart} - {None}
+            alphas = {cell_options(p).get("alpha") for p in dart} - {None}
         if "epochs" in gphi and len(alphas) == 1:
             return {"dart_epochs": int(gphi["epochs"]), "dart_alpha": float(alphas.pop()), "recorded": run.name}
     variant = _variant_of_table1_rows(folder)

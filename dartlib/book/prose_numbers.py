@@ -109,7 +109,7 @@ def _is_allowed(line: str, start: int, end: int, *, previous_allowed_end: int | 
 
 def _is_measured(line: str, start: int, end: int) -> bool:
     """Whether the number at ``line[start:end]`` reads as a measurement (before any allowance)."""
-    token, after, before = line[start:end], line[end:], _word_before(line, start)
+    token, after = line[start:end], line[end:]
     if "." in token:
         return True
     unit = re.match(r"^(%|×|\s?(?:[A-Za-z]+))(?![\w])", after)

@@ -27,7 +27,7 @@ from dartlib.devices import default_device
 from dartlib.data.augmentation import to_tensor
 from dartlib.models.artefacts import refused
 from dartlib.models import states
-from dartlib.models.checkpoints import load_weights, require_trained, save_weights
+from dartlib.models.checkpoints import TRAINING_COMMAND, load_weights, require_trained, save_weights
 
 
 def refiner_path(checkpoint: Path, config: DartConfig, *, tag: str = "") -> Path:
@@ -102,7 +102,7 @@ def load_or_train_refiners(
 
 
 def load_refiners(checkpoint: Path, configs: list[DartConfig], *, tag: str = "",
-                  command: str = "python -m dartlib train --profile PROFILE") -> list[tuple[Refiner, list[dict]]]:
+                  command: str = TRAINING_COMMAND) -> list[tuple[Refiner, list[dict]]]:
     """The saved refiners of ``configs`` beside ``checkpoint``, loaded and checked, training none:
     (refiner, log) per config; an absent one raises
     :class:`~dartlib.models.checkpoints.TrainedInputsMissing` naming each and ``command``, the training

@@ -54,8 +54,8 @@ def stream_order(labels: np.ndarray, cell: Cell) -> np.ndarray:
     params, ``subset=`` sets the online-imbalance subset size and ``limit=`` keeps the first images."""
     options = cell.options
     order = protocols.test_order(labels, shift=cell.shift, shift_param=cell.shift_param, seed=cell.seed,
-                                 subset_size=int(options.get("subset", 0)))
-    limit = int(options.get("limit", 0))
+                                 subset_size=options.get("subset", 0))
+    limit = options.get("limit", 0)
     return order[:limit] if limit else order
 
 
@@ -75,13 +75,13 @@ def cell_stream(cell: Cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if cell.corruption == "mixed":
         images, labels = _mixed(cell.dataset, int(cell.severity))
     else:
-        data = _corrupted(cell.dataset, cell.corruption, int(cell.severity or 0), int(cell.options.get("size", 0)))
+        data = _corrupted(cell.dataset, cell.corruption, int(cell.severity or 0), cell.options.get("size", 0))
         images, labels = data.images, data.labels
-    pool = int(cell.options.get("pool", 0))
+    pool = cell.options.get("pool", 0)
     if pool:
         keep = np.sort(np.random.default_rng(cell.seed).permutation(len(labels))[:pool])
         images, labels = images[keep], labels[keep]
-    quality = int(cell.options.get("jpeg_source", 0))
+    quality = cell.options.get("jpeg_source", 0)
     if quality:
         if cell.corruption == "mixed" or pool:
             raise ValueError(f"{cell.label()}: jpeg_source= applies to one generated corruption's test set, not a pool")
@@ -124,7 +124,7 @@ def test_set_digest(dataset: str, *, corruption: str, severity: int) -> str:
 
 def set_digest(cell: Cell) -> str:
     """sha256 of the images and labels of the test set a cell draws from (before any pool)."""
-    size = int(cell.options.get("size", 0))
+    size = cell.options.get("size", 0)
     return _set_digest_at(cell.dataset, cell.corruption, int(cell.severity or 0), size, _data_location())
 
 

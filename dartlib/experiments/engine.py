@@ -185,7 +185,7 @@ class TestTimeContext:
         it), on :attr:`device`: resident there on a GPU (:func:`dartlib.devices.resident`; the set copied once, :meth:`resident_set`)
         but for a pooled stream; else on the host, each batch moved there."""
         images, labels, order = cell_stream(cell)
-        batch_size = int(cell.options.get("test_batch", self.batch_size))  # the test batch-size study
+        batch_size = cell.options.get("test_batch", self.batch_size)  # the test batch-size study
         if resident(self.device) and "pool" not in cell.options:
             images, labels = self.resident_set(cell, images, labels)
         return TestStream(images=images, labels=labels, order=order, batch_size=batch_size, device=self.device)

@@ -39,16 +39,15 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from functools import lru_cache
 from itertools import product
 from pathlib import Path
-from types import MappingProxyType
 
 import pandas as pd
 from tqdm import tqdm
 
 from dartlib.data.files import DamagedFileError, atomic_path, exclusive_lock
 from dartlib.experiments.cell_claims import CellClaims
+from dartlib.experiments.cell_options import CellOptions, cell_options
 from dartlib.experiments.outcomes import CellOutcomes, checked_outcomes, read_sidecar, sidecar, sidecar_check, write_lines
 
 SCHEMA = ["experiment", "dataset", "shift", "shift_param", "corruption", "severity", "method", "refiner", "params",
@@ -74,10 +73,10 @@ class Cell:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
-    def options(self) -> Mapping[str, str]:
-        """The ``key=value`` items of :attr:`params` (``limit=1000,test_batch=16,alpha=0.1``), parsed
-        once per distinct params string (:func:`parse_params`) and read-only."""
-        return _parsed(self.params)
+    def options(self) -> CellOptions:
+        """The typed options :attr:`params` writes (``limit=1000,test_batch=16,alpha=0.1``:
+        :func:`~dartlib.experiments.cell_options.cell_options`)."""
+        return cell_options(self.params)
 
     def label(self) -> str:
         param = "" if self.shift_param is None else f"={self.shift_param:g}"
@@ -464,16 +463,3 @@ def stored_rows(cells: list[Cell], *, path: Path) -> pd.DataFrame:
     done = done[done["key"].astype(str).isin(position)]
     order = done["key"].astype(str).map(position)
     return done.iloc[order.argsort(kind="stable").to_numpy()].reset_index(drop=True)
-
-
-@lru_cache(maxsize=None)
-def _parsed(params: str) -> Mapping[str, str]:
-    return MappingProxyType(parse_params(params))
-
-
-def parse_params(params: str) -> dict[str, str]:
-    """``"int_batch=32;hidden=250"`` or ``"alpha=0.1,limit=1000"`` -> a dict of strings (the
-    ``params`` column of the results schema; empty -> {})."""
-    if not isinstance(params, str) or not params:
-        return {}
-    return dict(item.split("=", 1) for item in params.replace(";", ",").split(",") if item)

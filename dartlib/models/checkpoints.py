@@ -71,17 +71,21 @@ def check_training_data(*, checkpoint: Path, meta: dict, train: Dataset) -> None
                          "refiners and IABN copies beside it) to retrain on the data in use")
 
 
+# The training stage's command where a caller names no profile (each caller names its own where it can).
+TRAINING_COMMAND = "python -m dartlib train --profile PROFILE"
+
+
 class TrainedInputsMissing(FileNotFoundError):
     """Trained inputs that preparing a context only loads are absent; the message names each and the
     command of the training stage that makes them (``command``)."""
 
-    def __init__(self, paths: list[Path], *, command: str = "python -m dartlib train --profile PROFILE") -> None:
+    def __init__(self, paths: list[Path], *, command: str = TRAINING_COMMAND) -> None:
         self.paths, self.command = list(paths), command
         super().__init__(f"these trained inputs are absent: {', '.join(str(p) for p in self.paths)}; `{command}` "
                          "trains them, or `git checkout -- data/checkpoints` restores the committed ones")
 
 
-def require_trained(paths: list[Path], *, command: str = "python -m dartlib train --profile PROFILE") -> None:
+def require_trained(paths: list[Path], *, command: str = TRAINING_COMMAND) -> None:
     """Raise :class:`TrainedInputsMissing` naming every missing trained input and ``command``, the
     training stage that makes them."""
     missing = [p for p in paths if not p.is_file()]

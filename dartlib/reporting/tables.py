@@ -15,7 +15,6 @@ import pandas as pd
 from dartlib.analysis.noise import SE_SENTENCE, Outcomes, mean_estimate
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.files import write_text_atomic
-from dartlib.experiments.grid import parse_params  # noqa: F401 - the params column, read here too
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
 

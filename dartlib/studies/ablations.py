@@ -33,6 +33,7 @@ from dartlib.dart.refiner import DartConfig, Refiner
 from dartlib.data import load, protocols
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.protocols import TEST_BATCH_SIZE
+from dartlib.experiments.cell_options import options_text
 from dartlib.experiments.engine import TestTimeContext, prepare_context, run_cells
 from dartlib.experiments.training_stage import train_source_inputs
 from dartlib.experiments.grid import Cell, grid
@@ -168,7 +169,7 @@ def ablation_cells(settings: Settings) -> list[Cell]:
                       **common)
         cells += grid(corruption=[corruption], shift=["online-imb"],
                       shift_param=[float(r) for r in settings.ablations.imb_irs],
-                      params=[f"subset={settings.test.imb_subset_size}"], **common)
+                      params=[options_text(subset=settings.test.imb_subset_size)], **common)
     return cells
 
 

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from dartlib.experiments.engine import TestTimeContext
+from dartlib.experiments.cell_options import CellOptions, options_text
 from dartlib.experiments.grid import Cell, folder_outcomes, stored_rows
 from dartlib.experiments.settings import Settings, study_of
 from dartlib.paths import results_dir
@@ -69,7 +70,7 @@ def prepare_sensitivity_context(*, settings: Settings, device: str | None = None
 
     setup = prepare_source(settings=settings)
     study = prepare_sensitivity(settings=settings, setup=setup)
-    return study.context.variant(refiners={**study.context.refiners, **study.named("alpha=")}), setup.meta
+    return study.context.variant(refiners={**study.context.refiners, **study.named("alpha")}), setup.meta
 
 
 def sensitivity_context_of(settings: Settings, context: TestTimeContext) -> Callable[[Cell], TestTimeContext]:
@@ -77,7 +78,7 @@ def sensitivity_context_of(settings: Settings, context: TestTimeContext) -> Call
     params name (:meth:`~dartlib.studies.sensitivity.SensitivityStudy.contexts`), a test batch-size
     cell ``context`` itself (the ``base`` refiner)."""
     study = SensitivityStudy(settings=settings, setup=None, refiners=dict(context.refiners), context=context)
-    alpha = study.contexts("alpha=")
+    alpha = study.contexts("alpha")
     return lambda c: alpha(c) if c.shift == "lt" else context
 
 
@@ -154,14 +155,14 @@ def all_corruptions_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -
     ``memo_corruptions``) ± SE, and the paper's; "not run (k of K)" where cells are missing."""
     s = settings
     imb = ("online-imb", s.more_settings.imb_table_irs)
-    subset = f"subset={s.test.imb_subset_size}"
+    subset = options_text(subset=s.test.imb_subset_size)
     stored_bn, adapted = memo_params(s, bn="stored"), memo_params(s, bn="adapted")
     lt = ("lt", s.test.lt_rhos)
     lines = [Line("TENT", *imb, "tent", "none", subset, "", "app_cifar10c_imb", s.sensitivity.tent_corruptions, None),
              Line("TENT+DART", *imb, "tent", "dart", subset, "", "app_cifar10c_imb", s.sensitivity.tent_corruptions, subset),
-             Line("MEMO (stored BN)", *lt, "memo", "none", stored_bn, "bn=stored", "app_memo", s.more_settings.memo_corruptions, None),
-             Line("MEMO (adapted BN)", *lt, "memo", "none", adapted, "bn=adapted", "app_memo", s.more_settings.memo_corruptions, None),
-             Line("MEMO (adapted BN)+DART", *lt, "memo", "dart", adapted, "bn=adapted", "app_memo", s.more_settings.memo_corruptions,
+             Line("MEMO (stored BN)", *lt, "memo", "none", stored_bn, options_text(bn="stored"), "app_memo", s.more_settings.memo_corruptions, None),
+             Line("MEMO (adapted BN)", *lt, "memo", "none", adapted, options_text(bn="adapted"), "app_memo", s.more_settings.memo_corruptions, None),
+             Line("MEMO (adapted BN)+DART", *lt, "memo", "dart", adapted, options_text(bn="adapted"), "app_memo", s.more_settings.memo_corruptions,
               adapted)]
     return _block(settings=s, rows=rows, outcomes=outcomes, lines=lines)
 
@@ -173,14 +174,15 @@ def sensitivity_block(*, settings: Settings, rows: pd.DataFrame, outcomes) -> pd
     s = settings
     limit = stream_limit(s)
     few, lt = s.sensitivity.tent_corruptions, ("lt", s.test.lt_rhos)
-    lines = [Line("TENT", *lt, "tent", "none", limit.lstrip(","), "", "app_alpha", few, None)]
-    lines += [Line(f"TENT+DART (alpha={a:g})", *lt, "tent", "dart", f"alpha={a:g}{limit}", f"alpha={a:g}", "app_alpha", few,
-               limit.lstrip(",")) for a in s.sensitivity.alpha_values]
+    lines = [Line("TENT", *lt, "tent", "none", limit.text, "", "app_alpha", few, None)]
+    lines += [Line(f"TENT+DART (alpha={a:g})", *lt, "tent", "dart", (CellOptions.of(alpha=a) | limit).text,
+                   options_text(alpha=a), "app_alpha", few, limit.text) for a in s.sensitivity.alpha_values]
+    ours = {b: (CellOptions.of(test_batch=b) | limit).text for b in s.sensitivity.test_batches}
     for method, name in (("noadapt", "NoAdapt"), ("bnadapt", "BNAdapt"), ("tent", "TENT")):
         for refiner in ("none", "dart") if method != "noadapt" else ("none",):
             label = f"{name}{'+DART' if refiner == 'dart' else ''}, test batch"
-            lines += [Line(f"{label} {b}", "none", [None], method, refiner, f"test_batch={b}{limit}", f"test_batch={b}",
-                       "app_batch_size", few, f"test_batch={b}{limit}" if refiner == "dart" else None)
+            lines += [Line(f"{label} {b}", "none", [None], method, refiner, ours[b], options_text(test_batch=b),
+                           "app_batch_size", few, ours[b] if refiner == "dart" else None)
                       for b in s.sensitivity.test_batches]
     return _block(settings=s, rows=rows, outcomes=outcomes, lines=lines)
 

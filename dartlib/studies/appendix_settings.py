@@ -21,7 +21,8 @@ from dartlib.data import load, protocols
 from dartlib.data.sources import SOURCES
 from dartlib.data.dataset import DataMissingError, Dataset
 from dartlib.experiments.engine import TestTimeContext, paired, prepare_context, run_cells
-from dartlib.experiments.grid import Cell, grid, parse_params
+from dartlib.experiments.cell_options import cell_options, options_text
+from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
 from dartlib.models.training import train_source
 from dartlib.paths import results_dir
@@ -50,7 +51,7 @@ def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.
     """CIFAR-10C-imb: NoAdapt and BNAdapt (+DART) over ``imb_corruptions``, TENT (+DART) over
     ``tent_corruptions``, one IR per column."""
     s = settings
-    subset = f"subset={s.test.imb_subset_size}"
+    subset = options_text(subset=s.test.imb_subset_size)
     irs = [float(r) for r in s.more_settings.imb_table_irs]
     cells = (cells_for(s, shift="online-imb", params=irs, corruptions=s.more_settings.imb_corruptions,
                        methods=["noadapt", "bnadapt"], extra=subset)
@@ -63,7 +64,7 @@ def run_online_imbalance(*, settings: Settings, context: TestTimeContext) -> pd.
 def run_mixed(*, settings: Settings, context: TestTimeContext) -> pd.DataFrame:
     """Mixed domains: one pool of all 15 corruptions, in random and in non-i.i.d. Dirichlet order."""
     s = settings
-    pool = f"pool={s.more_settings.mixed_pool}" if s.more_settings.mixed_pool else ""
+    pool = options_text(pool=s.more_settings.mixed_pool or None)
     methods = ["noadapt", "bnadapt", "roid"]
     cells = (cells_for(s, shift="none", params=[None], corruptions=["mixed"], methods=methods, extra=pool)
              + cells_for(s, shift="dirichlet", params=[s.more_settings.mixed_delta], corruptions=["mixed"], methods=methods,
@@ -75,22 +76,21 @@ def tent_imb_cells(settings: Settings, *, corruptions: Sequence[str]) -> list[Ce
     """TENT (+DART) on the CIFAR-10C-imb streams of ``corruptions``, one cell per IR of ``imb_table_irs``."""
     irs = [float(r) for r in settings.more_settings.imb_table_irs]
     return cells_for(settings, shift="online-imb", params=irs, corruptions=corruptions, methods=["tent"],
-                     extra=f"subset={settings.test.imb_subset_size}")
+                     extra=options_text(subset=settings.test.imb_subset_size))
 
 
 def memo_params(settings: Settings, *, bn: str) -> str:
     """The params of a MEMO cell with BN mode ``bn`` ("stored", "adapted") and the profile's stream limit."""
-    limit = settings.more_settings.memo_stream_limit
-    return f"bn={bn}" + (f",limit={limit}" if limit else "")
+    return options_text(bn=bn, limit=settings.more_settings.memo_stream_limit or None)
 
 
 def memo_cells(settings: Settings, *, corruptions: Sequence[str]) -> list[Cell]:
     """NoAdapt, MEMO with stored BN, and MEMO with adapted BN (+DART) on the LT streams of
     ``corruptions``; each MEMO cell names its BN mode (``bn=``), which :func:`memo_contexts` maps."""
     s = settings
-    limit = f",limit={s.more_settings.memo_stream_limit}" if s.more_settings.memo_stream_limit else ""
     rhos = [float(r) for r in s.test.lt_rhos]
-    return (cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["noadapt"], extra=limit.lstrip(","))
+    limit = options_text(limit=s.more_settings.memo_stream_limit or None)
+    return (cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["noadapt"], extra=limit)
             + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"], refiners=["none"],
                         extra=memo_params(s, bn="stored"))
             + cells_for(s, shift="lt", params=rhos, corruptions=corruptions, methods=["memo"],
@@ -238,7 +238,7 @@ def mixed_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
 
 def memo_layout(frame: pd.DataFrame) -> pd.DataFrame:
     """MEMO's rows named by their BN mode."""
-    bn = [parse_params(p).get("bn") for p in frame.params]
+    bn = [cell_options(p).get("bn") for p in frame.params]
     return frame.assign(method=[f"MEMO ({b} BN)" if m == "memo" else m for m, b in zip(frame.method, bn)])
 
 

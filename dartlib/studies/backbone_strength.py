@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from dartlib.experiments.engine import paired, run_cells
-from dartlib.experiments.grid import Cell, grid, parse_params
+from dartlib.experiments.cell_options import cell_options, options_text
+from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import SHORTCUT, Settings
 from dartlib.reporting.figures import ANNOTATION_SIZE, WIDTH, save_figure
 
@@ -45,10 +46,10 @@ def study_cells(*, arch: str, severity: int, corruptions, dataset: str = "cifar1
     and without DART on CIFAR-10C-imb at each IR (subsets of ``subset`` images), per corruption."""
     base = dict(dataset=[dataset], corruption=list(corruptions), severity=[int(severity)], seed=[seed])
     lt = grid(**base, shift=["lt"], shift_param=[1.0], method=["noadapt", "bnadapt"], refiner=["none", "dart"],
-              params=[f"arch={arch}"])
+              params=[options_text(arch=arch)])
     lt = paired(lt)
     imb = grid(**base, shift=["online-imb"], shift_param=[float(r) for r in irs], method=["bnadapt"],
-               refiner=["none", "dart"], params=[f"arch={arch},subset={subset}"])
+               refiner=["none", "dart"], params=[options_text(arch=arch, subset=subset)])
     return lt + imb
 
 
@@ -64,7 +65,7 @@ def all_study_cells(*, corruptions, dataset: str = "cifar10c", subset: int = 100
 
 def cell_arch(cell_params: str) -> str:
     """The backbone named by ``arch=`` in a cell's params."""
-    arch = parse_params(str(cell_params)).get("arch")
+    arch = cell_options(str(cell_params)).get("arch")
     if arch:
         return arch
     raise ValueError(f"no arch= in the cell params {cell_params!r} (a backbone-study cell names its backbone)")
@@ -100,7 +101,7 @@ def gpu_points(table1: pd.DataFrame, online: pd.DataFrame, *, arch: str = "resne
     alpha_params = dart["params"].iloc[0] if len(dart) else ""
     lt = table1[(table1["shift_param"] == 1.0) & ((table1["refiner"] == "none") | (table1["params"] == alpha_params))]
     imb = online[online["method"] == "bnadapt"]
-    rows = pd.concat([lt, imb]).assign(params=lambda f: [f"arch={arch}"] * len(f))
+    rows = pd.concat([lt, imb]).assign(params=lambda f: [options_text(arch=arch)] * len(f))
     rows = rows[rows["method"].isin(["noadapt", "bnadapt"]) & rows["refiner"].isin(["none", "dart"])]
     rows = rows[(rows["shift"] == "lt") | rows["shift_param"].isin(STUDY_IRS)]
     return study_points(rows)

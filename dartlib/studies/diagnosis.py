@@ -137,6 +137,7 @@ def diagnosis_cells(settings: Settings, *, names: list[str] | None = None) -> li
       streams of :data:`HELDOUT_STREAM_SEEDS`, beside NoAdapt and BNAdapt on the same streams.
 
     ``names``: the variants to include (default: every trained one)."""
+    from dartlib.experiments.cell_options import options_text
     from dartlib.experiments.grid import grid
 
     names = trained_variants(settings=settings) if names is None else names
@@ -145,12 +146,12 @@ def diagnosis_cells(settings: Settings, *, names: list[str] | None = None) -> li
         limit = settings.table1.stream_limit
         return dict(dataset=[settings.test.corrupted_dataset], shift=["lt"], shift_param=[float(r) for r in rhos],
                     corruption=list(settings.table1.corruptions), severity=[settings.test.severity], seed=[seed],
-                    params=[f"limit={limit}"] if limit else [""])
+                    params=[options_text(limit=limit or None)])
 
     def imb(irs, seed):
         return dict(dataset=[settings.test.corrupted_dataset], shift=["online-imb"], shift_param=[float(r) for r in irs],
                     corruption=list(settings.online.corruptions), severity=[settings.test.severity], seed=[seed],
-                    params=[f"subset={settings.test.imb_subset_size}"])
+                    params=[options_text(subset=settings.test.imb_subset_size)])
 
     seed0 = settings.seed
     cells = grid(**lt([DIAGNOSIS_RHO], seed0), method=["bnadapt"], refiner=["none"])

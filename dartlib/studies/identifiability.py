@@ -98,11 +98,12 @@ IDENTIFIABILITY_IR = 5000.0  # single-class test batches
 def identifiability_cells(settings: Settings) -> list:
     """The BNAdapt cells whose streams :func:`identifiability_study` reads: CIFAR-10C-imb at IR 5000,
     one per corruption of ``online_corruptions``."""
+    from dartlib.experiments.cell_options import options_text
     from dartlib.experiments.grid import Cell
 
     return [Cell(dataset=settings.test.corrupted_dataset, shift="online-imb", shift_param=IDENTIFIABILITY_IR,
                  corruption=corruption, severity=settings.test.severity, method="bnadapt",
-                 params=f"subset={settings.test.imb_subset_size}", seed=settings.seed)
+                 params=options_text(subset=settings.test.imb_subset_size), seed=settings.seed)
             for corruption in settings.online.corruptions]
 
 

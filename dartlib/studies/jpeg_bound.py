@@ -14,6 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dartlib.analysis.noise import Outcomes, difference, mean_estimate
+from dartlib.experiments.cell_options import cell_options, options_text
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
 
@@ -28,10 +29,9 @@ def profile_cells(settings: Settings) -> list[Cell]:
     """Per method of :data:`METHODS`, rho of :data:`RHOS` and corruption of Table 1: the stream as it
     is (Table 1's cell) and after one more JPEG round trip (``jpeg_source=75``)."""
     limit = settings.table1.stream_limit
-    base = [f"limit={limit}"] if limit else [""]
     cells = []
     for method, refiner in METHODS:
-        for params in (base[0], ",".join(p for p in (base[0], f"jpeg_source={COPY_QUALITY}") if p)):
+        for params in (options_text(limit=limit or None), options_text(limit=limit or None, jpeg_source=COPY_QUALITY)):
             cells += grid(dataset=[settings.test.corrupted_dataset], shift=["lt"], shift_param=list(RHOS),
                           corruption=list(settings.table1.corruptions), severity=[settings.test.severity],
                           method=[method], refiner=[refiner], params=[params], seed=[settings.seed])
@@ -42,8 +42,8 @@ def jpeg_bound_table(*, rows: pd.DataFrame, outcomes: Outcomes | None = None) ->
     """One row per (method, refiner, rho) of :data:`METHODS` that ``rows`` holds on both kinds of
     stream: ``as is``, ``re-JPEG`` (mean over corruptions ± SE) and ``change`` (re-JPEG − as is,
     paired image by image ± SE), over the corruptions both kinds cover."""
-    tag = f"jpeg_source={COPY_QUALITY}"
-    again = rows["params"].astype(str).str.contains(tag, regex=False)
+    again = pd.Series([cell_options(p).get("jpeg_source") == COPY_QUALITY for p in rows["params"].astype(str)],
+                      index=rows.index)
     out = []
     for method, refiner in METHODS:
         for rho in sorted(rows["shift_param"].astype(float).unique()):

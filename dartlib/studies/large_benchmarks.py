@@ -29,6 +29,7 @@ from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import DOMAIN_FOLDERS, HOW_TO_GET, expected_path, load
 from dartlib.data.dataset import Dataset
 from dartlib.devices import default_device
+from dartlib.experiments.cell_options import options_text
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
@@ -161,13 +162,9 @@ def benchmark_cells(name: str, *, seed: int = 0, corruptions=None, shift_params=
     optionally restricted. ``limit`` keeps the first images of each stream; ``image_size`` other
     than the benchmark's is recorded in the params (reduced runs, fixtures)."""
     bench = BENCHMARKS[name]
-    params = []
-    if limit:
-        params.append(f"limit={limit}")
-    if image_size is not None and image_size != bench.image_size:
-        params.append(f"size={image_size}")
+    size = image_size if image_size is not None and image_size != bench.image_size else None
     axes = dict(dataset=[bench.test_dataset], method=list(methods or bench.methods),
-                refiner=list(refiners or bench.refiners), params=[",".join(params)], seed=[seed])
+                refiner=list(refiners or bench.refiners), params=[options_text(limit=limit or None, size=size)], seed=[seed])
     if bench.kind == "online":
         cells = grid(**axes, shift=["online-imb"], shift_param=[float(r) for r in (shift_params or bench.shift_params)],
                      corruption=list(corruptions or CORRUPTIONS), severity=[5])

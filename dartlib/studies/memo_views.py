@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dartlib.experiments.engine import TestTimeContext
+from dartlib.experiments.cell_options import CellOptions, cell_options
 from dartlib.experiments.grid import Cell, folder_outcomes, stored_rows
 from dartlib.experiments.settings import Settings
 from dartlib.paths import results_dir
@@ -31,7 +32,7 @@ LINES = (("MEMO (stored BN)", "stored", "none"), ("MEMO (adapted BN)", "adapted"
 
 def views_params(settings: Settings, *, bn: str) -> str:
     """The params of a MEMO cell with :data:`AUTHORS_VIEWS` views (``bn=adapted,views=32``)."""
-    return f"{memo_params(settings, bn=bn)},views={AUTHORS_VIEWS}"
+    return (cell_options(memo_params(settings, bn=bn)) | CellOptions.of(views=AUTHORS_VIEWS)).text
 
 
 def profile_cells(settings: Settings) -> list[Cell]:
@@ -51,7 +52,7 @@ def context_of(settings: Settings, context: TestTimeContext) -> Callable[[Cell],
 
     def of(cell: Cell) -> TestTimeContext:
         base = memo(cell)
-        views = int(cell.options["views"])
+        views = cell.options["views"]
         return base.variant(options={"memo": {**base.options["memo"], "n_augmentations": views}})
     return of
 

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from dartlib.data.corruptions import CORRUPTIONS
+from dartlib.experiments.cell_options import options_text
 from dartlib.experiments.engine import TestTimeContext, paired, run_cells
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
@@ -44,7 +45,7 @@ def online_cells(*, corrupted_dataset: str, severity: int, online_irs, imb_subse
     ``online_corruptions`` and TENT / SAR / ODS with and without DART-split on
     ``split_tta_corruptions``, at every IR; arguments are notebook 11's parameter names."""
     axes = dict(dataset=[corrupted_dataset], shift=["online-imb"], shift_param=[float(r) for r in online_irs],
-                severity=[severity], params=[f"subset={imb_subset_size}"], seed=[seed])
+                severity=[severity], params=[options_text(subset=imb_subset_size)], seed=[seed])
     cells = paired(grid(**axes, corruption=list(online_corruptions), method=["noadapt", "bnadapt"],
                         refiner=["none", "dart", "dart-split"]))
     return cells + grid(**axes, corruption=list(split_tta_corruptions), method=["tent", "sar", "ods"],

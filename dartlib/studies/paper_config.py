@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dartlib.analysis.noise import Estimate, Outcomes, combination
+from dartlib.experiments.cell_options import options_text
 from dartlib.experiments.grid import Cell, grid
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.paper import load_table
@@ -52,13 +53,13 @@ def _lt(settings: Settings, seed: int) -> dict:
     limit = settings.table1.stream_limit
     return dict(dataset=[settings.test.corrupted_dataset], shift=["lt"], shift_param=[float(r) for r in settings.test.lt_rhos],
                 corruption=list(settings.table1.corruptions), severity=[settings.test.severity], seed=[seed],
-                params=[f"limit={limit}"] if limit else [""])
+                params=[options_text(limit=limit or None)])
 
 
 def _imb(settings: Settings, seed: int) -> dict:
     return dict(dataset=[settings.test.corrupted_dataset], shift=["online-imb"],
                 shift_param=[float(r) for r in settings.more_settings.imb_table_irs], corruption=list(settings.more_settings.imb_corruptions),
-                severity=[settings.test.severity], seed=[seed], params=[f"subset={settings.test.imb_subset_size}"])
+                severity=[settings.test.severity], seed=[seed], params=[options_text(subset=settings.test.imb_subset_size)])
 
 
 def variant_seed(*, settings: Settings, name: str) -> int:
@@ -236,12 +237,12 @@ def paper_mean(table: str, *, shift: str, param: float, method: str, refiner: st
 def _lt_streams(settings: Settings) -> dict:
     """Table 1's CIFAR-10C-LT streams of a profile, as :func:`select_streams` takes them."""
     return dict(shift="lt", corruptions=list(settings.table1.corruptions),
-                subset=f"limit={settings.table1.stream_limit}" if settings.table1.stream_limit else "")
+                subset=options_text(limit=settings.table1.stream_limit or None))
 
 
 def _imb_streams(settings: Settings) -> dict:
     """The CIFAR-10C-imb streams of a profile's table, as :func:`select_streams` takes them."""
-    return dict(shift="online-imb", corruptions=list(settings.more_settings.imb_corruptions), subset=f"subset={settings.test.imb_subset_size}")
+    return dict(shift="online-imb", corruptions=list(settings.more_settings.imb_corruptions), subset=options_text(subset=settings.test.imb_subset_size))
 
 
 # per benchmark of the blocks: its streams, its shift parameters (read from the settings), its name in a

@@ -21,8 +21,8 @@ from dartlib.analysis.noise import SE_SENTENCE, difference
 from dartlib.dart.intermediate import load_or_train_refiners, load_refiners
 from dartlib.dart.refiner import Refiner
 from dartlib.experiments.engine import TestTimeContext, machine_device, paired, run_cells, source_context
-from dartlib.experiments.grid import Cell, grid, parse_params
-from dartlib.experiments.grid import folder_outcomes
+from dartlib.experiments.cell_options import CellOptions, cell_options, options_text
+from dartlib.experiments.grid import Cell, folder_outcomes, grid
 from dartlib.experiments.settings import Settings
 from dartlib.experiments.source_setup import SourceSetup
 from dartlib.paths import results_dir
@@ -32,17 +32,20 @@ from dartlib.reporting.tables import profile_note, show, with_row_labels
 from dartlib.studies.ablations import ablation_base_config
 
 
-# The name prefix of the equal-steps controls of the batch x width table (:func:`equal_steps_changes`):
-# a key of its own, so that a check or table reading ``int_batch=`` never mixes them in.
-EQUAL_STEPS = "equal_steps_batch="
+# The option naming the equal-steps controls of the batch x width table (:func:`equal_steps_changes`):
+# one of its own, so that a check or table reading ``int_batch`` never mixes them in.
+EQUAL_STEPS = "equal_steps_batch"
 
 
 def refiner_changes(settings: Settings) -> dict[str, dict]:
-    """Every g_phi of the notebook by name: the ablation base config changed as given."""
-    return {**{f"alpha={a:g}": {"alpha": a} for a in settings.sensitivity.alpha_values},
-            **{f"int_batch={b};hidden={h}": {"batch_size": b, "hidden": h}
+    """Every g_phi of the notebook by name: the ablation base config changed as given. A refiner's
+    name is the cell options it is written as in its cells' params (``alpha=0.1``,
+    ``int_batch=64;hidden=1000``: :func:`~dartlib.experiments.cell_options.options_text`), "base" the
+    unchanged one."""
+    return {**{options_text(alpha=a): {"alpha": a} for a in settings.sensitivity.alpha_values},
+            **{options_text(int_batch=b, hidden=h): {"batch_size": b, "hidden": h}
                for b in settings.sensitivity.int_batches for h in settings.sensitivity.hidden},
-            **{f"epochs={e}": {"epochs": e} for e in settings.sensitivity.epochs_grid}, "base": {},
+            **{options_text(epochs=e): {"epochs": e} for e in settings.sensitivity.epochs_grid}, "base": {},
             **equal_steps_changes(settings)}
 
 
@@ -63,7 +66,7 @@ def equal_steps_changes(settings: Settings) -> dict[str, dict]:
             raise ValueError(f"notebooks/profiles/{settings.profile}.yaml: hyper_equal_steps needs whole epochs, but "
                              f"ablation_epochs {base.epochs} x batch {b} / int_batch_size {base.batch_size} = {epochs:g}; "
                              "set `hyper_equal_steps: false` or an ablation_epochs that divides evenly")
-        changes.update({f"{EQUAL_STEPS}{b};hidden={h}": {"batch_size": b, "hidden": h, "epochs": int(epochs)}
+        changes.update({options_text(**{EQUAL_STEPS: b}, hidden=h): {"batch_size": b, "hidden": h, "epochs": int(epochs)}
                         for h in settings.sensitivity.hidden})
     return changes
 
@@ -79,37 +82,39 @@ class SensitivityStudy:
     refiners: dict[str, Refiner]
     context: TestTimeContext
 
-    def named(self, prefix: str) -> dict[str, Refiner]:
-        """The refiners whose name starts with ``prefix``."""
-        return {name: refiner for name, refiner in self.refiners.items() if name.startswith(prefix)}
+    def named(self, option: str) -> dict[str, Refiner]:
+        """The refiners whose name's first option is ``option`` (``alpha``, ``int_batch``, ``epochs``,
+        :data:`EQUAL_STEPS`)."""
+        return {name: refiner for name, refiner in self.refiners.items()
+                if name != "base" and next(iter(cell_options(name))) == option}
 
-    def contexts(self, prefix: str) -> Callable[[Cell], TestTimeContext]:
-        """Each cell's context: without a refiner for refiner "none", else with the refiner named
-        ``prefix...`` whose settings the cell's params carry (``alpha=0.1,limit=1000`` reads
-        ``alpha=0.1``); the variants share one f_theta0_bar memo."""
-        named = {name: self.context.variant(refiner=r) for name, r in self.named(prefix).items()}
+    def contexts(self, option: str) -> Callable[[Cell], TestTimeContext]:
+        """Each cell's context: without a refiner for refiner "none", else with the refiner of
+        :meth:`named` whose options the cell's carry (``alpha=0.1,limit=1000`` holds ``alpha=0.1``);
+        the variants share one f_theta0_bar memo."""
+        named = {name: self.context.variant(refiner=r) for name, r in self.named(option).items()}
         plain = self.context.variant(refiner=None)
 
         def context(cell: Cell) -> TestTimeContext:
             if cell.refiner == "none":
                 return plain
-            matches = [c for name, c in named.items() if parse_params(name).items() <= cell.options.items()]
+            matches = [c for name, c in named.items() if cell_options(name).items() <= cell.options.items()]
             if len(matches) != 1:
                 raise ValueError(f"{cell.label()} ({cell.params}): {len(matches)} refiners of {', '.join(named)} match")
             return matches[0]
 
         return context
 
-    def bnadapt_rows(self, prefix: str) -> pd.DataFrame:
-        """BNAdapt alone and with each refiner named ``prefix...`` on the LT streams of
+    def bnadapt_rows(self, option: str) -> pd.DataFrame:
+        """BNAdapt alone and with each refiner of :meth:`named` ``option`` on the LT streams of
         ``sensitivity_corruptions`` (``results/<profile>/sensitivity.csv``, keyed and resumable);
         ``params`` names each refiner's setting, ``refiner`` is "none" or "dart"."""
         s = self.settings
         axes = dict(dataset=[s.test.corrupted_dataset], shift=["lt"], shift_param=[float(r) for r in s.test.lt_rhos],
                     corruption=list(s.sensitivity.corruptions), severity=[s.test.severity], method=["bnadapt"],
                     seed=[s.seed])
-        cells = grid(**axes, refiner=["none"]) + grid(**axes, refiner=["dart"], params=list(self.named(prefix)))
-        return run_cells(cells, self.contexts(prefix), path=results_dir(s.profile) / "sensitivity.csv",
+        cells = grid(**axes, refiner=["none"]) + grid(**axes, refiner=["dart"], params=list(self.named(option)))
+        return run_cells(cells, self.contexts(option), path=results_dir(s.profile) / "sensitivity.csv",
                          experiment="sensitivity", progress=s.profile != "smoke")
 
 
@@ -144,10 +149,9 @@ def prepare_sensitivity(*, settings: Settings, setup: SourceSetup) -> Sensitivit
     return SensitivityStudy(settings=settings, setup=setup, refiners=refiners, context=context)
 
 
-def stream_limit(settings: Settings) -> str:
-    """The ``,limit=`` option of the TENT and test-batch cells ("" when streams are whole)."""
-    limit = settings.sensitivity.tent_stream_limit
-    return f",limit={limit}" if limit else ""
+def stream_limit(settings: Settings) -> CellOptions:
+    """The ``limit`` option of the TENT and test-batch cells (none when streams are whole)."""
+    return CellOptions.of(limit=settings.sensitivity.tent_stream_limit or None)
 
 
 def alpha_tent_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell]:
@@ -155,14 +159,14 @@ def alpha_tent_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell
     each alpha's refiner (named in ``params``, as :meth:`SensitivityStudy.contexts` reads it)."""
     s = settings
     limit = stream_limit(s)
-    names = [name for name in refiner_changes(s) if name.startswith("alpha=")]
+    names = [name for name in refiner_changes(s) if name != "base" and next(iter(cell_options(name))) == "alpha"]
 
     def tent(refiner: str, params: list[str]):
         return grid(dataset=[s.test.corrupted_dataset], shift=["lt"], shift_param=[float(r) for r in s.test.lt_rhos],
                     corruption=list(corruptions), severity=[s.test.severity], method=["tent"], refiner=[refiner],
                     params=params, seed=[s.seed])
 
-    return tent("none", [limit.lstrip(",")]) + tent("dart", [f"{k}{limit}" for k in names])
+    return tent("none", [limit.text]) + tent("dart", [(cell_options(k) | limit).text for k in names])
 
 
 def test_batch_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell]:
@@ -172,7 +176,8 @@ def test_batch_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell
     return paired(grid(dataset=[s.test.corrupted_dataset], shift=["none"], shift_param=[None],
                        corruption=list(corruptions), severity=[s.test.severity],
                        method=["noadapt", "bnadapt", "tent"], refiner=["none", "dart"],
-                       params=[f"test_batch={b}{stream_limit(s)}" for b in s.sensitivity.test_batches], seed=[s.seed]))
+                       params=[(CellOptions.of(test_batch=b) | stream_limit(s)).text for b in s.sensitivity.test_batches],
+                       seed=[s.seed]))
 
 
 def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -180,12 +185,12 @@ def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
     "none" or "DART (alpha=...)"; TENT's run through the grid runner
     (``results/<profile>/sensitivity_tent.csv``, resumable)."""
     s = study.settings
-    alpha_bn = study.bnadapt_rows("alpha=")
+    alpha_bn = study.bnadapt_rows("alpha")
     tent_cells = alpha_tent_cells(s, corruptions=s.sensitivity.tent_corruptions)
-    alpha_tent = run_cells(tent_cells, study.contexts("alpha="), path=results_dir(s.profile) / "sensitivity_tent.csv",
+    alpha_tent = run_cells(tent_cells, study.contexts("alpha"), path=results_dir(s.profile) / "sensitivity_tent.csv",
                            experiment="sensitivity_alpha", progress=s.profile != "smoke")
     frame = pd.concat([alpha_bn, alpha_tent], ignore_index=True)
-    frame["refiner"] = [r if r == "none" else f"DART (alpha={parse_params(p)['alpha']})"
+    frame["refiner"] = [r if r == "none" else f"DART (alpha={cell_options(p)['alpha']:g})"
                         for r, p in zip(frame.refiner, frame.params)]
     return alpha_bn, frame
 
@@ -193,8 +198,8 @@ def run_alpha(study: SensitivityStudy) -> tuple[pd.DataFrame, pd.DataFrame]:
 def run_hyper(study: SensitivityStudy) -> pd.DataFrame:
     """The intermediate batch x hidden width cells; BNAdapt alone is repeated once per hidden
     width so that it fills each column group."""
-    frame = study.bnadapt_rows("int_batch=")
-    return pd.concat([frame[frame.refiner == "none"].assign(params=f"hidden={h}")
+    frame = study.bnadapt_rows("int_batch")
+    return pd.concat([frame[frame.refiner == "none"].assign(params=options_text(hidden=h))
                       for h in study.settings.sensitivity.hidden]
                      + [frame[frame.refiner != "none"]], ignore_index=True)
 
@@ -212,13 +217,13 @@ def run_epochs_imb(study: SensitivityStudy) -> pd.DataFrame:
     """BNAdapt with the epochs table's refiners on CIFAR-10C-imb streams (beyond the paper's table),
     ``results/<profile>/sensitivity_epochs_imb.csv`` (keyed and resumable)."""
     s = study.settings
-    subset = f"subset={s.test.imb_subset_size}"
+    subset = CellOptions.of(subset=s.test.imb_subset_size)
     axes = dict(dataset=[s.test.corrupted_dataset], shift=["online-imb"],
                 shift_param=[float(r) for r in s.sensitivity.epochs_imb_irs], corruption=list(s.sensitivity.corruptions),
                 severity=[s.test.severity], method=["bnadapt"], seed=[s.seed])
-    cells = (grid(**axes, refiner=["none"], params=[subset])
-             + grid(**axes, refiner=["dart"], params=[f"{subset},{name}" for name in study.named("epochs=")]))
-    return run_cells(cells, study.contexts("epochs="), path=results_dir(s.profile) / "sensitivity_epochs_imb.csv",
+    cells = (grid(**axes, refiner=["none"], params=[subset.text])
+             + grid(**axes, refiner=["dart"], params=[(subset | cell_options(name)).text for name in study.named("epochs")]))
+    return run_cells(cells, study.contexts("epochs"), path=results_dir(s.profile) / "sensitivity_epochs_imb.csv",
                      experiment="sensitivity_epochs_imb", progress=s.profile != "smoke")
 
 
@@ -231,7 +236,7 @@ def run_test_batches(study: SensitivityStudy) -> pd.DataFrame:
     cells = test_batch_cells(s, corruptions=s.sensitivity.tent_corruptions)
     frame = run_cells(cells, context, path=results_dir(s.profile) / "sensitivity_batch.csv",
                       experiment="sensitivity_batch", progress=s.profile != "smoke")
-    frame["column"] = [int(parse_params(p)["test_batch"]) for p in frame.params]
+    frame["column"] = [cell_options(p)["test_batch"] for p in frame.params]
     return frame
 
 
@@ -263,7 +268,7 @@ def run(*, settings: Settings) -> SensitivityRows:
     study = prepare_sensitivity(settings=settings, setup=prepare_source(settings=settings))
     alpha_bn, alpha = run_alpha(study)
     return SensitivityRows(alpha_bn=alpha_bn, alpha=alpha, hyper=run_hyper(study), equal_steps=run_hyper_equal_steps(study),
-                           epochs=study.bnadapt_rows("epochs="), epochs_imb=run_epochs_imb(study),
+                           epochs=study.bnadapt_rows("epochs"), epochs_imb=run_epochs_imb(study),
                            batch=run_test_batches(study), source=study.setup.describe(settings))
 
 
@@ -314,7 +319,7 @@ def alpha_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """The appendix's alpha table: BNAdapt and TENT, alone and with DART per alpha."""
     alphas = settings.sensitivity.alpha_values
     paper = load_table("app_alpha")
-    paper["refiner"] = [f"DART (alpha={parse_params(p)['alpha']})" for p in paper.params]
+    paper["refiner"] = [f"DART (alpha={cell_options(p)['alpha']:g})" for p in paper.params]
     dart_rows = [f"{m}+DART (alpha={a:g})" for m in ("BNAdapt", "TENT") for a in alphas]
     order = ["BNAdapt", *dart_rows[: len(alphas)], "TENT", *dart_rows[len(alphas):]]
     return show("app_alpha", frame, paper, settings=settings, columns="shift_param", order=order,
@@ -324,7 +329,7 @@ def alpha_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
 
 def hyper_layout(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows: the intermediate batch (BNAdapt alone is one row); columns: hidden width x rho."""
-    p = [parse_params(v) for v in frame.params]
+    p = [cell_options(v) for v in frame.params]
     return frame.assign(method=[f"int batch {q['int_batch']}" if "int_batch" in q else "bnadapt" for q in p],
                         refiner=["none"] * len(frame),
                         column=[f"hidden {q['hidden']}, rho={r:g}" for q, r in zip(p, frame.shift_param)])
@@ -355,7 +360,7 @@ def equal_steps_table(*, hyper_frame: pd.DataFrame, equal_frame: pd.DataFrame, s
     plain = equal_frame[equal_frame.refiner == "none"]
 
     def refined(b: int, h: int) -> pd.DataFrame:
-        name = f"int_batch={b};hidden={h}" if b == base.batch_size else f"{EQUAL_STEPS}{b};hidden={h}"
+        name = options_text(**{"int_batch" if b == base.batch_size else EQUAL_STEPS: b}, hidden=h)
         return rows[(rows.refiner == "dart") & (rows.params == name)]
 
     default = refined(base.batch_size, base.hidden)
@@ -384,7 +389,7 @@ def _at(frame: pd.DataFrame, rho: float) -> pd.DataFrame:
 
 def epochs_layout(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows named by the refiner's intermediate epochs (BNAdapt alone: "bnadapt")."""
-    return frame.assign(method=[f"{parse_params(p)['epochs']} epochs" if p else "bnadapt" for p in frame.params],
+    return frame.assign(method=[f"{cell_options(p)['epochs']} epochs" if p else "bnadapt" for p in frame.params],
                         refiner="none")
 
 
@@ -400,7 +405,7 @@ def epochs_imb_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame
     CIFAR-10-C profiles with the paper's BNAdapt and 50-epoch BNAdapt+DART rows of its
     CIFAR-10C-imb table."""
     s = settings
-    means = frame.assign(row=[f"+DART, {parse_params(p)['epochs']} epochs" if r == "dart" else "BNAdapt"
+    means = frame.assign(row=[f"+DART, {cell_options(p)['epochs']} epochs" if r == "dart" else "BNAdapt"
                               for r, p in zip(frame.refiner, frame.params)])
     means = means.pivot_table(index="row", columns="shift_param", values="accuracy")
     means = means.reindex(["BNAdapt", *[f"+DART, {e} epochs" for e in s.sensitivity.epochs_grid]])
@@ -420,7 +425,7 @@ def epochs_imb_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame
 def batch_size_table(*, frame: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """The appendix's test-batch-size table on balanced streams (columns: the batch sizes)."""
     paper = load_table("app_batch_size")
-    paper["column"] = [int(parse_params(p)["test_batch"]) for p in paper.params]
+    paper["column"] = [cell_options(p)["test_batch"] for p in paper.params]
     paper = paper[paper.column.isin(settings.sensitivity.test_batches)]
     return show("app_batch_size", frame, paper, settings=settings, columns="column",
                 order=["NoAdapt", "BNAdapt", "BNAdapt+DART", "TENT", "TENT+DART"],

@@ -22,6 +22,7 @@ import pandas as pd
 from dartlib.analysis.effects import FLAT_POINTS, effect_summary, rank_correlation, refiner_effects
 from dartlib.data.corruptions import CORRUPTIONS
 from dartlib.data.sources import HOW_TO_GET, expected_path
+from dartlib.experiments.cell_options import CellOptions, options_text
 from dartlib.experiments.engine import paired
 from dartlib.experiments.grid import Cell, grid, stored_rows
 from dartlib.experiments.settings import Settings
@@ -34,7 +35,7 @@ from dartlib.reporting.tables import beside_paper, render, row_label, table_besi
 TABLE1_METHODS = ("noadapt", "bnadapt", "tent", "pl", "note", "delta", "ods", "lame", "sar")
 # The other reading of NOTE+DART (docs/deviations.md): DART also refines what NOTE reports. Table 1
 # follows the paper's text (Appendix A: DART only decides what NOTE's memory stores).
-NOTE_REPORT_OPTION = "dart_use=report"
+NOTE_REPORT_OPTION = CellOptions.of(dart_use="report")
 
 
 def table1_cells(*, dataset: str, corruptions, rhos, methods=TABLE1_METHODS, severity: int = 5, seed: int = 0,
@@ -45,7 +46,7 @@ def table1_cells(*, dataset: str, corruptions, rhos, methods=TABLE1_METHODS, sev
 
     Ordered method by method (then refiner, rho, corruption), so that a grid stopped part-way
     holds complete rows of the table rather than a few streams of every row."""
-    params = [f"limit={limit}"] if limit else [""]
+    params = [options_text(limit=limit or None)]
     cells = grid(dataset=[dataset], shift=["lt"], method=list(methods), refiner=list(refiners),
                  shift_param=[float(r) for r in rhos], corruption=list(corruptions), severity=[severity],
                  params=params, seed=[seed])
@@ -62,7 +63,7 @@ def profile_cells(settings: Settings) -> list[Cell]:
 def note_report_cells(cells: list[Cell]) -> list[Cell]:
     """The NOTE+DART cells of a Table 1 grid (``cells``) with ``dart_use=report``: the row a
     reader sets beside Table 1's default reading (stored in their own results file)."""
-    return [replace(c, params=",".join(p for p in (c.params, NOTE_REPORT_OPTION) if p))
+    return [replace(c, params=(c.options | NOTE_REPORT_OPTION).text)
             for c in cells if c.method == "note" and c.refiner == "dart"]
 
 

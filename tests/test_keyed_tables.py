@@ -56,3 +56,20 @@ def test_a_table_altered_after_it_was_computed_is_computed_again(tmp_path):
     with pytest.warns(AlteredTableWarning, match="records no sha256 of it"):
         assert not is_current(path, inputs="k1")
     assert keyed_table(path, inputs="k1", compute=compute).value.tolist() == [0.5] and len(calls) == 3
+
+
+def test_a_reader_that_cannot_recompute_gets_the_sealed_table_or_a_refusal_naming_the_remedy(tmp_path):
+    from dartlib.data.files import DamagedFileError
+    from dartlib.experiments.keyed_tables import sealed_table
+
+    path = tmp_path / "costs.csv"
+    assert sealed_table(path, remedy="run notebook 10") is None
+    written = keyed_table(path, inputs="x", compute=lambda: pd.DataFrame({"method": ["bnadapt"], "wall_clock_s": [2.5]}))
+    assert sealed_table(path, remedy="run notebook 10").equals(written)
+    path.write_text(path.read_text().replace("2.5", "1.5"))  # a number edited by hand
+    with pytest.raises(DamagedFileError, match=r"costs\.csv is damaged: its bytes are not those costs\.inputs records\. "
+                                               r"Remedy: run notebook 10"):
+        sealed_table(path, remedy="run notebook 10")
+    stamp_path(path).unlink()
+    with pytest.raises(DamagedFileError, match="costs.inputs records no sha256"):
+        sealed_table(path, remedy="run notebook 10")

@@ -44,7 +44,8 @@ from dartlib.book.gallery import gallery_page
 from dartlib.book.ledger_cache import ledger_table
 from dartlib.book.sources import (BOOK_DIR, BookSources, book_sources, executed_notebooks, has_results,
                                   missing_results_note)
-from dartlib.experiments.grid import folder_outcomes, read_results
+from dartlib.experiments.grid import folder_outcomes, read_results, stored_rows
+from dartlib.experiments.keyed_tables import sealed_table
 from dartlib.paths import NOTEBOOKS_DIR, PROFILES_DIR, REPO_ROOT
 from dartlib.experiments.settings import Settings
 from dartlib.reporting.paper import TABLES as PAPER_TABLES, load_table
@@ -52,6 +53,7 @@ from dartlib.reporting.tables import with_row_labels
 from dartlib.studies.costs import cost_rows
 from dartlib.studies.diagnosis_report import DiagnosisReport
 from dartlib.studies.table1 import TABLE1_METHODS, per_corruption_table, rendered_table, row_order
+from dartlib.studies.table1 import profile_cells as table1_cells
 
 DOCS_DIR = REPO_ROOT / "docs"
 ASSETS = Path(__file__).parent / "assets"  # the stylesheet, script, Sphinx configuration and icon every book copies
@@ -204,11 +206,18 @@ def deviations_page(*, sources: BookSources) -> str:
     return _unlinked("\n".join(body))
 
 
-def _per_corruption_tables(results: Path) -> list[str]:
-    table1 = results / "table1.csv"
-    if not table1.is_file():
+def _table1_rows(results: Path, settings: Settings) -> pd.DataFrame:
+    """The rows of the profile's Table 1 cells in ``results/table1.csv`` (:func:`dartlib.studies.table1.profile_cells`,
+    read through the checked reader): rows of another configuration the file may hold (the gpu
+    profile's former refiner) are not the profile's."""
+    return stored_rows(table1_cells(settings), path=results / "table1.csv")
+
+
+def _per_corruption_tables(results: Path, settings: Settings) -> list[str]:
+    frame = _table1_rows(results, settings)
+    if frame.empty:
         return []
-    frame = with_row_labels(read_results(table1))
+    frame = with_row_labels(frame)
     methods = [m for m in TABLE1_METHODS if m in set(frame.method)]
     full = per_corruption_table(frame, row_order(methods))
     out = []
@@ -224,11 +233,10 @@ def _per_corruption_tables(results: Path) -> list[str]:
     return out
 
 
-def _cost_table(results: Path) -> list[str]:
-    costs = results / "costs.csv"
-    if not costs.is_file():
+def _cost_table(results: Path, profile: str) -> list[str]:
+    ours = sealed_table(results / "costs.csv", remedy=f"python -m dartlib run --profile {profile} 10 measures it again")
+    if ours is None:
         return []
-    ours = pd.read_csv(costs)
     side = cost_rows(ours).set_index("row")
     side.index.name = "method"
     keep = ["params_m", "trainable_params_m", "gmac_forward_per_image", "wall_clock_s", "wall_clock_vs_bnadapt",
@@ -239,12 +247,12 @@ def _cost_table(results: Path) -> list[str]:
 
 
 def _table1(results: Path, settings: Settings) -> str:
-    """Table 1 rendered from ``table1.csv`` itself, so the book never shows an older rendering."""
-    table1 = results / "table1.csv"
-    if not table1.is_file():
+    """Table 1 rendered from the profile's rows of ``table1.csv`` (:func:`_table1_rows`), so the book never
+    shows an older rendering."""
+    frame = _table1_rows(results, settings)
+    if frame.empty:
         return (f"Table 1 has not been computed on this profile (notebook 06): run `make reproduce"
                 f"{'' if settings.profile == 'smoke' else ' PROFILE=' + str(settings.profile)}`.")
-    frame = read_results(table1)
     methods = [m for m in TABLE1_METHODS if m in set(frame.method)]
     dataset = settings.test.corrupted_dataset
     title = (f"Table 1, {dataset}-LT ({settings.profile} profile: {settings.source.arch}, "
@@ -325,10 +333,10 @@ def tables_page(*, sources: BookSources, settings: Settings) -> str:
              f"{sources.profile}. Columns: rho, the imbalance ratio of the long-tailed (LT) streams; IR, that of the "
              "online-imbalance (imb) streams.", "",
              "## Table 1", "", headed_columns(_table1(sources.results, settings), kind="rho"), ""]
-    per_corruption = _per_corruption_tables(sources.results)
+    per_corruption = _per_corruption_tables(sources.results, settings)
     if per_corruption:
         lines += ["## Table 1 per corruption (Appendix, Tables 19 to 21)", "", *per_corruption]
-    cost = _cost_table(sources.results)
+    cost = _cost_table(sources.results, sources.profile)
     if cost:
         lines += ["## Cost (Appendix, additional cost)", "", *cost]
     for name, text in rendered.items():

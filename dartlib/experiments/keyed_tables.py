@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dartlib.data.files import atomic_path, write_text_atomic
+from dartlib.data.files import DamagedFileError, atomic_path, write_text_atomic
 
 
 def inputs_digest(*parts: object) -> str:
@@ -92,4 +92,20 @@ def keyed_table(path: Path, *, inputs: str, compute: Callable[[], pd.DataFrame],
         with atomic_path(path) as tmp:
             table.to_csv(tmp, index=False, float_format=float_format)
         write_text_atomic(stamp_path(path), f"{inputs}\nsha256 {_table_digest(path)}\n")
+    return pd.read_csv(path)
+
+
+def sealed_table(path: Path, *, remedy: str) -> pd.DataFrame | None:
+    """A keyed table as its study wrote it, for a reader that cannot rebuild its inputs (the book):
+    None where it is absent; refused with :class:`~dartlib.data.files.DamagedFileError` (naming the
+    file and ``remedy``, the command that computes it again) where its stamp is missing or records
+    another sha256 than the table's bytes."""
+    path, stamp = Path(path), stamp_path(path)
+    if not path.is_file():
+        return None
+    lines = stamp.read_text().split("\n") if stamp.is_file() else []
+    recorded = lines[1].strip() if len(lines) > 1 else ""
+    if recorded != f"sha256 {_table_digest(path)}":
+        raise DamagedFileError(path, f"its bytes are not those {stamp.name} records" if recorded
+                               else f"{stamp.name} records no sha256 of it", remedy)
     return pd.read_csv(path)

@@ -368,3 +368,20 @@ def test_the_smoke_book_shows_the_last_runs_notebooks_and_says_what_to_run_witho
     assert "`make reproduce PROFILE=cpu`" in book.missing_results_note("cpu")
     (results / "table1.csv").write_text("x\n")
     assert book.has_results(sources)
+
+
+def test_the_books_table1_shows_the_profiles_own_cells_not_other_rows_of_its_file(tmp_path):
+    """A results file may hold rows of another configuration (the gpu profile's holds its former
+    refiner's, params alpha=30): the book's Table 1 reads only the profile's own cells."""
+    from dartlib.experiments.grid import Cell
+
+    settings = Settings.from_profile("cpu")
+    rows = pd.read_csv(REPO_ROOT / "results" / "cpu" / "table1.csv", dtype=str, keep_default_na=False)
+    rows.to_csv(tmp_path / "table1.csv", index=False)
+    alone, alone_per_corruption = book._table1(tmp_path, settings), book._per_corruption_tables(tmp_path, settings)
+    other = rows[(rows.method == "bnadapt") & (rows.refiner == "dart")].assign(params="alpha=30", accuracy="0.0")
+    other["key"] = [Cell(r.dataset, r.shift, float(r.shift_param), r.corruption, int(r.severity), r.method, r.refiner,
+                         r.params, int(r.seed)).key for r in other.itertuples()]  # rows as their own cells wrote them
+    pd.concat([rows, other]).to_csv(tmp_path / "table1.csv", index=False)
+    assert "BNAdapt+DART" in alone and book._table1(tmp_path, settings) == alone
+    assert book._per_corruption_tables(tmp_path, settings) == alone_per_corruption

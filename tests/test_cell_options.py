@@ -60,6 +60,10 @@ def test_an_unknown_option_or_a_wrong_value_is_refused_naming_it():
         cell_options("limt=5")
     with pytest.raises(ValueError, match="limit='1.5': not a whole number"):
         cell_options("limit=1.5")
+    with pytest.raises(ValueError, match="limit='1e3': not a whole number"):
+        cell_options("limit=1e3")  # read, it would not write back as it was
+    with pytest.raises(ValueError, match="alpha=inf: not a finite number"):
+        options_text(alpha=float("inf"))
     with pytest.raises(ValueError, match="alpha='high': not a number"):
         options_text(alpha="high")
     with pytest.raises(ValueError, match="given twice"):

@@ -5,14 +5,16 @@ limit, a test batch size, MEMO's BN mode, a sensitivity refiner's alpha), each d
 They are written as one text, the ``params`` of a cell and of the results schema
 (``subset=1000,epochs=10``), which a cell's key hashes: :func:`options_text` is its only writer and
 :func:`cell_options` its only reader, so a value is never written by hand or read back as a string.
-The text is what the committed keys were made of, byte for byte: integers as digits, floats in their
-shortest form (``alpha=0.1``, ``alpha=0``), names as given, items joined by ``,``, except an option
+The text is what the committed keys were made of, byte for byte: integers as digits, floats in
+Python's ``g`` form (six significant digits: ``alpha=0.1``, ``alpha=0``), names as given, items joined by ``,``, except an option
 that completes the one before it into one refiner's name (``int_batch=64;hidden=1000``), joined by
 ``;``. Every committed results file's ``params`` reads and writes back unchanged
 (``tests/test_cell_options.py``)."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -58,15 +60,20 @@ def _option(name: str) -> Option:
 
 def _typed(name: str, value: Value) -> Value:
     kind = _option(name).kind
-    try:
-        number = float(value) if kind is not str and not isinstance(value, bool) else None
-    except ValueError:
-        number = None
-    if kind is int and (number is None or number != int(number)):
-        raise ValueError(f"cell option {name}={value!r}: not a whole number")
-    if kind is float and number is None:
-        raise ValueError(f"cell option {name}={value!r}: not a number")
-    return int(number) if kind is int else number if kind is float else str(value)
+    if kind is int:  # digits only: "1e3" would not write back as it was read
+        text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+        if isinstance(value, bool) or not re.fullmatch(r"-?\d+", text):
+            raise ValueError(f"cell option {name}={value!r}: not a whole number")
+        return int(text)
+    if kind is float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"cell option {name}={value!r}: not a number") from None
+        if not math.isfinite(number):
+            raise ValueError(f"cell option {name}={value!r}: not a finite number")
+        return number
+    return str(value)
 
 
 def _written(name: str, value: Value) -> str:

@@ -86,7 +86,7 @@ class SensitivityStudy:
         """The refiners whose name's first option is ``option`` (``alpha``, ``int_batch``, ``epochs``,
         :data:`EQUAL_STEPS`)."""
         return {name: refiner for name, refiner in self.refiners.items()
-                if name != "base" and next(iter(cell_options(name))) == option}
+                if "=" in name and next(iter(cell_options(name))) == option}
 
     def contexts(self, option: str) -> Callable[[Cell], TestTimeContext]:
         """Each cell's context: without a refiner for refiner "none", else with the refiner of
@@ -159,7 +159,7 @@ def alpha_tent_cells(settings: Settings, *, corruptions: list[str]) -> list[Cell
     each alpha's refiner (named in ``params``, as :meth:`SensitivityStudy.contexts` reads it)."""
     s = settings
     limit = stream_limit(s)
-    names = [name for name in refiner_changes(s) if name != "base" and next(iter(cell_options(name))) == "alpha"]
+    names = [name for name in refiner_changes(s) if "=" in name and next(iter(cell_options(name))) == "alpha"]
 
     def tent(refiner: str, params: list[str]):
         return grid(dataset=[s.test.corrupted_dataset], shift=["lt"], shift_param=[float(r) for r in s.test.lt_rhos],

@@ -13,7 +13,9 @@ from dartlib.paths import REPO_ROOT
 
 def _committed_params() -> set[str]:
     texts = set()
-    for path in [*(REPO_ROOT / "results").rglob("*.csv"), *(REPO_ROOT / "data" / "paper").glob("*.csv")]:
+    # the committed rows (results/, the stored smoke copy in tests/golden/) and the paper's tables
+    for path in [*(REPO_ROOT / "results").rglob("*.csv"), *(REPO_ROOT / "tests" / "golden").rglob("*.csv"),
+                 *(REPO_ROOT / "data" / "paper").glob("*.csv")]:
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh)
             if "params" in (reader.fieldnames or []):

@@ -124,7 +124,7 @@ def test_each_sensitivity_cell_gets_the_refiner_its_params_name():
     base = _Context(refiner="base", refiners=refiners)
     context_of = all_corruptions.sensitivity_context_of(s, base)
     cells = all_corruptions.sensitivity_cells(s)
-    alpha01 = next(c for c in cells if c.shift == "lt" and c.refiner == "dart" and c.options.get("alpha") == "0.1")
+    alpha01 = next(c for c in cells if c.shift == "lt" and c.refiner == "dart" and c.options.get("alpha") == 0.1)
     assert context_of(alpha01).fields["refiner"] == "refiner 0.1"
     assert context_of(next(c for c in cells if c.shift == "lt" and c.refiner == "none")).fields["refiner"] is None
     batch = next(c for c in cells if c.shift == "none" and c.refiner == "dart")

@@ -19,6 +19,7 @@ import torch
 from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.studies import ablations, appendix_settings, sensitivity
 from dartlib.experiments.engine import TestTimeContext
+from dartlib.experiments.cell_options import options_text
 from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import small_cnn
 from dartlib.studies import costs as cost_study
@@ -175,7 +176,7 @@ def test_notebook_08_contexts_and_refiners_are_on_the_machines_device(sentinel, 
         assert {c.refiner for c in cells} == {"none", "dart"}
         for cell in cells:
             value = cell.options.get(prefix)
-            refiner = None if cell.refiner == "none" else study.refiners[f"{prefix}={value}"]
+            refiner = None if cell.refiner == "none" else study.refiners[options_text(**{prefix: value})]
             assert inputs(cell) == _former(source, refiner, batch_size=batch).inputs(cell)
     for cell in batch_cells:
         assert batch_inputs(cell) == _former(source, study.refiners["base"], batch_size=batch).inputs(cell)

@@ -225,7 +225,7 @@ def test_note_report_cells_are_table1s_note_dart_cells_with_the_other_reading():
     cells = table1_cells(dataset="fmnistc", corruptions=["gaussian_noise", "snow"], rhos=[1, 100], limit=600)
     other = note_report_cells(cells)
     assert len(other) == 4 and {(c.method, c.refiner) for c in other} == {("note", "dart")}
-    assert all(c.options == {"limit": "600", "dart_use": "report"} for c in other)
+    assert all(c.options == {"limit": 600, "dart_use": "report"} for c in other)
     assert not {c.key for c in other} & {c.key for c in cells}  # their own rows, never Table 1's
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 import pandas as pd
 import pytest
 
+from dartlib.experiments.cell_options import options_text
 from dartlib.experiments.grid import SCHEMA
 from dartlib.experiments.settings import Settings
 from dartlib.studies import all_corruptions
@@ -120,7 +121,7 @@ def test_the_sensitivity_grid_holds_notebook_08s_tent_cells_over_every_corruptio
 
 def test_each_sensitivity_cell_gets_the_refiner_its_params_name():
     s = _settings()
-    refiners = {f"alpha={a:g}": f"refiner {a:g}" for a in s.sensitivity.alpha_values}
+    refiners = {options_text(alpha=a): f"refiner {a:g}" for a in s.sensitivity.alpha_values}
     base = _Context(refiner="base", refiners=refiners)
     context_of = all_corruptions.sensitivity_context_of(s, base)
     cells = all_corruptions.sensitivity_cells(s)

@@ -18,8 +18,8 @@ import torch
 
 from dartlib.dart.refiner import DartConfig, RefinementModule, Refiner
 from dartlib.studies import ablations, appendix_settings, sensitivity
-from dartlib.experiments.engine import TestTimeContext
 from dartlib.experiments.cell_options import options_text
+from dartlib.experiments.engine import TestTimeContext
 from dartlib.experiments.settings import Settings
 from dartlib.models.backbones import small_cnn
 from dartlib.studies import costs as cost_study
